@@ -1,0 +1,143 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/msgapi/msgapi/store"
+	"github.com/msgapi/msgapi/store/storetest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+var things = store.Collection{Name: "things", ExpiresField: "expiresAt"}
+
+// The fact every guard in msgapi rests on: of N concurrent inserts of one
+// _id, exactly one wins and the others get a duplicate-key error.
+func TestConcurrentInsertsOneWinner(t *testing.T) {
+	s := storetest.New(t, things)
+	ctx := context.Background()
+	for round := 0; round < 5; round++ {
+		const n = 16
+		var (
+			wg      sync.WaitGroup
+			start   = make(chan struct{})
+			mu      sync.Mutex
+			won     int
+			dup     int
+			otherEr []error
+		)
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				<-start
+				_, err := s.Collection("things").InsertOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprintf("k%d", round)}, {Key: "by", Value: i}})
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					won++
+				case store.IsDuplicateKey(err):
+					dup++
+				default:
+					otherEr = append(otherEr, err)
+				}
+			}(i)
+		}
+		close(start)
+		wg.Wait()
+		if won != 1 || dup != n-1 || len(otherEr) > 0 {
+			t.Fatalf("round %d: won=%d dup=%d other=%v, want 1 winner and %d duplicates", round, won, dup, otherEr, n-1)
+		}
+	}
+}
+
+// The query plan proves the _id expression index is used (embedded only).
+func TestIDLookupUsesIndex(t *testing.T) {
+	uri, dir := storetest.URI(t)
+	if dir == "" {
+		t.Logf("store at %s is not the embedded engine; the SQLite index does not apply", store.Redact(uri))
+		return
+	}
+	s := storetest.New(t, things)
+	plan, err := store.IDLookupPlan(context.Background(), s, "things")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, "USING INDEX") || !strings.Contains(plan, "_msgapi_id") {
+		t.Fatalf("query plan for a find by _id:\n%s\nwant it to use the _msgapi_id index", plan)
+	}
+}
+
+func TestEnsureIsIdempotentAndReaperDeletesExpired(t *testing.T) {
+	s := storetest.New(t, things)
+	ctx := context.Background()
+	if err := s.Ensure(ctx, things); err != nil {
+		t.Fatalf("second Ensure: %v", err)
+	}
+	now := time.Now()
+	_, err := s.Collection("things").InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: "old"}, {Key: "expiresAt", Value: now.Add(-time.Minute)}},
+		bson.D{{Key: "_id", Value: "new"}, {Key: "expiresAt", Value: now.Add(time.Minute)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Reaped()) == 0 {
+		t.Logf("store has TTL indexes; the reaper is not needed")
+		return
+	}
+	n, err := s.Reap(ctx, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("reaped %d documents, want 1", n)
+	}
+	left, err := s.Collection("things").CountDocuments(ctx, bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left != 1 {
+		t.Errorf("%d documents left, want 1 (the unexpired one)", left)
+	}
+}
+
+func TestRoundTripCounter(t *testing.T) {
+	s := storetest.New(t, things)
+	ctx := context.Background()
+	before := s.RoundTrips.Total()
+	_, _ = s.Collection("things").InsertOne(ctx, bson.D{{Key: "_id", Value: "a"}})
+	_ = s.Collection("things").FindOne(ctx, bson.D{{Key: "_id", Value: "a"}}).Err()
+	if got := s.RoundTrips.Total() - before; got != 2 {
+		t.Errorf("round trips for one insert and one find = %d, want 2", got)
+	}
+}
+
+func TestOpenUnreachableFailsFast(t *testing.T) {
+	start := time.Now()
+	_, err := store.Open(context.Background(), store.Options{URI: "mongodb://127.0.0.1:1/?directConnection=true", ConnectTimeout: 500 * time.Millisecond})
+	if err == nil {
+		t.Fatal("Open of a closed port succeeded")
+	}
+	if !strings.Contains(err.Error(), "did not answer") {
+		t.Errorf("error %q does not say the store did not answer", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Open took %s against a closed port", d)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	got := store.Redact("mongodb://user:s3cret@db:27017/?replicaSet=rs0")
+	if strings.Contains(got, "s3cret") {
+		t.Errorf("Redact left the password in %q", got)
+	}
+}
