@@ -20,6 +20,7 @@ const (
 	CodeUnauthorized        Code = "unauthorized"           // 401
 	CodeNotFound            Code = "not_found"              // 404
 	CodeLeadNotFound        Code = "lead_not_found"         // 404
+	CodeMethodNotAllowed    Code = "method_not_allowed"     // 405
 	CodeIdempotencyInFlight Code = "idempotency_key_in_use" // 409
 	CodeTooLarge            Code = "request_too_large"      // 413
 	CodeUnsupportedMedia    Code = "unsupported_media_type" // 415

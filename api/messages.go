@@ -1,0 +1,282 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/events"
+	"github.com/msgapi/msgapi/guard"
+	"github.com/msgapi/msgapi/idempotency"
+	"github.com/msgapi/msgapi/messages"
+	"github.com/msgapi/msgapi/sender"
+)
+
+// Sender delivers one message through one provider.
+type Sender interface {
+	Send(ctx context.Context, m sender.Message) sender.Result
+	Name() string
+}
+
+// SendOptions are the send path's dependencies.
+type SendOptions struct {
+	Messages *messages.Store
+	Guard    *guard.Guard
+	// Senders by channel: "sms", "imessage", "email".
+	Senders map[string]Sender
+	// DefaultRegion for phone numbers without a country code (e.g. "US").
+	DefaultRegion string
+	// Metrics, optional, observes outcomes.
+	Metrics SendMetrics
+}
+
+// SendMetrics is what the send path reports (nil-safe through noMetrics).
+type SendMetrics interface {
+	Sent(channel, status string)
+	Duplicate(mode string)
+}
+
+// SiblingReader adapts the message store to the guard: one read by _id.
+func SiblingReader(ms *messages.Store) func(ctx context.Context, id string) (guard.Sibling, bool, error) {
+	return func(ctx context.Context, id string) (guard.Sibling, bool, error) {
+		m, found, err := ms.Get(ctx, id)
+		if err != nil || !found {
+			return guard.Sibling{}, found, err
+		}
+		return guard.Sibling{ID: m.ID, Status: m.Status, CreatedAt: m.CreatedAt, Doc: m}, true, nil
+	}
+}
+
+// sendResponse is the answer to a send that ran: 201 (new lead) or 200.
+type sendResponse struct {
+	Success bool             `json:"success"`
+	Status  string           `json:"status"`
+	Message messages.Message `json:"message"`
+	crmKeys
+}
+
+// duplicateResponse is the answer when the guard caught a duplicate.
+type duplicateResponse struct {
+	Success          bool              `json:"success"`
+	DuplicateOnly    bool              `json:"duplicateOnly"`
+	DuplicateMessage string            `json:"duplicateMessage"`
+	LockID           string            `json:"lockId"`
+	Message          *messages.Message `json:"message"`
+	crmKeys
+}
+
+// crmKeys are always present, null when unknown.
+type crmKeys struct {
+	LeadID        *string `json:"leadId"`
+	GHLContactID  *string `json:"ghlContactId"`
+	GHLLocationID *string `json:"ghlLocationId"`
+	HSContactID   *string `json:"hsContactId"`
+	HSPortalID    *string `json:"hsPortalId"`
+}
+
+func keysOf(leadID string, c messages.CRMRefs) crmKeys {
+	return crmKeys{ptr(leadID), ptr(c.GHLContactID), ptr(c.GHLLocationID), ptr(c.HSContactID), ptr(c.HSPortalID)}
+}
+
+func ptr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// sendMessage is POST /api/messages. The order of work is SPEC's:
+// authenticate and Idempotency-Key (middleware) → validate → duplicate
+// guard → lead, conversation, message → sender → outcome.
+func (s *Server) sendMessage(c echo.Context) error {
+	ctx := c.Request().Context()
+	ws := currentWorkspace(c)
+	o := s.opts.Send
+
+	// Validate. Nothing below this block runs for a bad request: it holds
+	// no lock and writes nothing.
+	if err := requireJSON(c); err != nil {
+		return err
+	}
+	req, err := messages.ParseSendRequest(Body(c), o.DefaultRegion)
+	if err != nil {
+		return err
+	}
+	var lead *messages.Lead
+	if req.LeadID != "" {
+		l, err := o.Messages.GetLead(ctx, ws.ID, req.LeadID)
+		if err != nil {
+			return err
+		}
+		if err := req.FillFromLead(l.Phone, l.Email); err != nil {
+			return err
+		}
+		lead = &l
+	}
+	snd, ok := o.Senders[req.Channel]
+	if !ok {
+		return fmt.Errorf("no sender configured for channel %s", req.Channel)
+	}
+
+	// Duplicate guard.
+	phone, email := req.DeliveryAddress()
+	msgID := msgapi.NewID("msg")
+	d, err := o.Guard.Acquire(ctx, guard.Key{WorkspaceID: ws.ID, Phone: phone, Email: email, Body: req.Body}, msgID)
+	if err != nil {
+		return err
+	}
+	switch d.Outcome {
+	case guard.Duplicate:
+		// A duplicate answer is a send-stage outcome: an Idempotency-Key
+		// replays it.
+		idempotency.MarkSendStage(ctx)
+		s.metricDuplicate(d.Mode)
+		return s.writeDuplicate(c, d)
+	case guard.Pending:
+		// Not stored under an Idempotency-Key: a retry with the key must
+		// get the original once it is written, not this placeholder.
+		s.metricDuplicate("pending")
+		return writeJSON(c, http.StatusOK, echo.MIMEApplicationJSON, duplicateResponse{
+			Success: true, DuplicateOnly: true, LockID: d.LockID,
+			DuplicateMessage: "An identical request for this contact is still being processed; retry after it completes to get the original message.",
+		})
+	}
+
+	// Won (or Unguarded: the guard's store failed and we send without it).
+	written := false
+	if d.Outcome == guard.Won {
+		defer func() {
+			if !written { // failed before the message existed: free the lock for a retry
+				if err := o.Guard.Release(context.WithoutCancel(ctx), d.LockID, msgID); err != nil {
+					logger(c).Warn().Err(err).Str("lockId", d.LockID).Msg("release dedup lock")
+				}
+			}
+		}()
+	}
+
+	created := false
+	if lead == nil {
+		l, isNew, err := o.Messages.FindOrCreateLead(ctx, ws.ID, req.RecipientPhone, req.RecipientEmail, req.CRM)
+		if err != nil {
+			return err
+		}
+		lead, created = &l, isNew
+	} else if l, err := o.Messages.UpdateCRM(ctx, *lead, req.CRM); err != nil {
+		return err
+	} else {
+		lead = &l
+	}
+	convID, err := o.Messages.EnsureConversation(ctx, ws.ID, lead.ID, phone, email, created)
+	if err != nil {
+		return err
+	}
+
+	m := &messages.Message{
+		ID: msgID, WorkspaceID: ws.ID, LeadID: lead.ID, ConversationID: convID,
+		Channel: req.Channel, Direction: "outbound",
+		RecipientPhone: phone, RecipientEmail: email,
+		Body: req.Body, Subject: req.Subject, Attachments: req.Attachments, Metadata: req.Metadata,
+		Status: messages.StatusSending, Provider: snd.Name(), CRM: lead.CRM,
+	}
+	if d.Outcome == guard.Won {
+		m.DedupLockID = d.LockID
+	}
+	if err := o.Messages.Insert(ctx, m); err != nil {
+		return err
+	}
+	written = true
+	o.Guard.Written(msgID)
+	idempotency.MarkSendStage(ctx)
+
+	// Send. A client that hangs up must not cut a provider call in half:
+	// the send runs to its own timeout whatever the request does.
+	sendCtx := context.WithoutCancel(ctx)
+	res := snd.Send(sendCtx, toSenderMessage(m))
+	m.Status, m.ProviderMessageID, m.Error = string(res.Status), res.ProviderMessageID, res.Error
+	s.recordOutcome(c, m)
+
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return writeJSON(c, status, echo.MIMEApplicationJSON, sendResponse{
+		Success: true, Status: m.Status, Message: *m, crmKeys: keysOf(lead.ID, lead.CRM),
+	})
+}
+
+// recordOutcome stores the provider's answer, retrying briefly: the send
+// already happened, so its outcome must not be lost to one store hiccup.
+func (s *Server) recordOutcome(c echo.Context, m *messages.Message) {
+	ctx := context.WithoutCancel(c.Request().Context())
+	log := logger(c)
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = s.opts.Send.Messages.RecordOutcome(ctx, m); err == nil {
+			break
+		}
+		time.Sleep(time.Duration(100*(attempt+1)) * time.Millisecond)
+	}
+	if err != nil {
+		log.Error().Err(err).Str("messageId", m.ID).Str("status", m.Status).Msg("could not record the send outcome; the message document still says sending")
+	}
+	ev := log.Info().Str("event", events.Sent)
+	if m.Status != messages.StatusSent {
+		ev = log.Warn().Str("event", events.SendFailed).Str("error", m.Error)
+	}
+	ev.Str("messageId", m.ID).Str("channel", m.Channel).Str("provider", m.Provider).Str("status", m.Status).Msg("send outcome")
+	if s.opts.Send.Metrics != nil {
+		s.opts.Send.Metrics.Sent(m.Channel, m.Status)
+	}
+}
+
+func (s *Server) metricDuplicate(mode string) {
+	if s.opts.Send.Metrics != nil {
+		s.opts.Send.Metrics.Duplicate(mode)
+	}
+}
+
+func (s *Server) writeDuplicate(c echo.Context, d guard.Decision) error {
+	m, _ := d.Sibling.Doc.(messages.Message)
+	secs := int(d.SiblingAge.Round(time.Second) / time.Second)
+	text := fmt.Sprintf("The same text was sent to this contact %d seconds ago; the existing message is returned and nothing was sent again.", secs)
+	return writeJSON(c, http.StatusOK, echo.MIMEApplicationJSON, duplicateResponse{
+		Success: true, DuplicateOnly: true, DuplicateMessage: text, LockID: d.LockID,
+		Message: &m, crmKeys: keysOf(m.LeadID, m.CRM),
+	})
+}
+
+func toSenderMessage(m *messages.Message) sender.Message {
+	atts := make([]sender.Attachment, len(m.Attachments))
+	for i, a := range m.Attachments {
+		atts[i] = sender.Attachment{URL: a.URL, Filename: a.Filename, ContentType: a.ContentType}
+	}
+	return sender.Message{
+		ID: m.ID, WorkspaceID: m.WorkspaceID, Channel: m.Channel,
+		RecipientPhone: m.RecipientPhone, RecipientEmail: m.RecipientEmail,
+		Body: m.Body, Subject: m.Subject, Attachments: atts, Metadata: m.Metadata,
+	}
+}
+
+// getMessage is GET /api/messages/{id}: the workspace's own messages only.
+func (s *Server) getMessage(c echo.Context) error {
+	m, err := s.opts.Send.Messages.GetForWorkspace(c.Request().Context(), WorkspaceID(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, echo.MIMEApplicationJSON, map[string]any{"success": true, "message": m})
+}
+
+// deleteDedupLock is DELETE /api/dedup-locks/{lockId}: an operator frees a
+// lock so the same text can be sent again at once.
+func (s *Server) deleteDedupLock(c echo.Context) error {
+	id := c.Param("lockId")
+	if err := s.opts.Send.Guard.Delete(c.Request().Context(), WorkspaceID(c), id); err != nil {
+		return err
+	}
+	logger(c).Info().Str("event", events.DedupLockDeleted).Str("lockId", id).Msg("dedup lock deleted by operator")
+	return writeJSON(c, http.StatusOK, echo.MIMEApplicationJSON, map[string]any{"success": true, "deleted": true, "lockId": id})
+}

@@ -1,0 +1,35 @@
+package api
+
+import (
+	"github.com/labstack/echo/v4"
+)
+
+// routes mounts every route and its middleware. Read top to bottom, this is
+// the whole HTTP surface.
+func (s *Server) routes(e *echo.Echo) {
+	e.Use(s.requestContext)
+	for _, m := range s.opts.Middleware {
+		e.Use(m)
+	}
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+
+	api := e.Group("/api", s.authenticate)
+	send := []echo.MiddlewareFunc{readBody}
+	if s.opts.Idempotency != nil {
+		send = append(send, s.opts.Idempotency) // after auth, before validation and the guard
+	}
+	api.POST("/messages", s.sendMessage, send...)
+	api.GET("/messages/:id", s.getMessage)
+	api.DELETE("/dedup-locks/:lockId", s.deleteDedupLock)
+
+	admin := e.Group("/admin", s.adminOnly)
+	admin.POST("/workspaces", s.createWorkspace, readBody)
+	admin.POST("/workspaces/:id/keys", s.createKey)
+	admin.PUT("/workspaces/:id/secrets/:channel", s.setSecret, readBody)
+
+	if s.opts.Extra != nil {
+		s.opts.Extra(e)
+	}
+}

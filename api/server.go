@@ -1,0 +1,84 @@
+// Package api is msgapi's HTTP surface. It composes the other packages: it
+// authenticates, reads and limits bodies, runs the Idempotency-Key
+// middleware, validates, asks the duplicate guard, writes the domain records
+// and hands the message to its channel's sender. Every error becomes an RFC
+// 9457 problem document in one place (errors.go).
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/rs/zerolog"
+
+	"github.com/msgapi/msgapi/store"
+	"github.com/msgapi/msgapi/workspace"
+)
+
+// Options are the Server's dependencies.
+type Options struct {
+	Log        zerolog.Logger
+	Store      *store.Store
+	Workspaces *workspace.Store
+	// AdminToken enables /admin/* when non-empty (Bearer AdminToken).
+	AdminToken string
+	// Send is the send path's dependencies (messages.go).
+	Send SendOptions
+	// Idempotency wraps POST /api/messages; nil disables the header.
+	Idempotency echo.MiddlewareFunc
+	// Extra lets other capabilities add their routes (webhooks, metrics).
+	Extra func(e *echo.Echo)
+	// Middleware runs first on every request (e.g. metrics).
+	Middleware []echo.MiddlewareFunc
+}
+
+// Server holds the handlers' dependencies.
+type Server struct {
+	opts Options
+	log  zerolog.Logger
+	echo *echo.Echo
+}
+
+// New returns the HTTP handler with every route mounted.
+func New(opts Options) *Server {
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	s := &Server{opts: opts, log: opts.Log, echo: e}
+	e.HTTPErrorHandler = s.errorHandler
+	s.routes(e)
+	return s
+}
+
+// Handler is the root http.Handler.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Echo exposes the router (tests, extra routes).
+func (s *Server) Echo() *echo.Echo { return s.echo }
+
+// writeJSON writes v with the exact Content-Type given.
+func writeJSON(c echo.Context, status int, contentType string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return c.Blob(status, contentType, b)
+}
+
+// Health: /healthz says the process is up; /readyz that the store answers.
+func (s *Server) healthz(c echo.Context) error {
+	return writeJSON(c, http.StatusOK, echo.MIMEApplicationJSON, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := s.opts.Store.Ping(ctx); err != nil {
+		logger(c).Warn().Err(err).Msg("readiness check: store unreachable")
+		return writeJSON(c, http.StatusServiceUnavailable, echo.MIMEApplicationJSON, map[string]string{"status": "store unreachable"})
+	}
+	return writeJSON(c, http.StatusOK, echo.MIMEApplicationJSON, map[string]string{"status": "ready"})
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// setting is one configuration value: an environment variable, the flag
+// that overrides it, and its default. This table is the only place settings
+// are read, and the README's configuration table mirrors it.
+type setting struct {
+	env, flag, def, help string
+	secret               bool
+}
+
+var settings = []setting{
+	{"MSGAPI_ADDR", "addr", ":8080", "HTTP listen address", false},
+	{"MONGODB_URI", "mongodb-uri", "", "MongoDB connection string; empty runs the embedded engine", true},
+	{"MSGAPI_DATABASE", "database", "msgapi", "database name", false},
+	{"MSGAPI_DATA_DIR", "data-dir", "./data", "embedded engine: data folder", false},
+	{"MSGAPI_EMBEDDED_ADDR", "embedded-addr", "127.0.0.1:27018", "embedded engine: loopback address it serves the MongoDB protocol on", false},
+	{"MSGAPI_STORE_TIMEOUT", "store-timeout", "10s", "how long start-up waits for the store before failing", false},
+	{"MSGAPI_ADMIN_TOKEN", "admin-token", "", "enables /admin/* with Authorization: Bearer <token>", true},
+	{"MSGAPI_KEY_CACHE_TTL", "key-cache-ttl", "30s", "how long an API key → workspace mapping is cached in process (0 disables)", false},
+	{"MSGAPI_DEFAULT_REGION", "default-region", "US", "region for phone numbers without a country code", false},
+	{"MSGAPI_DEDUP_WINDOW", "dedup-window", "15m", "duplicate guard: same text to the same recipient within this window is sent once", false},
+	{"MSGAPI_DEDUP_WAIT", "dedup-wait", "3s", "duplicate guard: how long a duplicate waits for the original's message", false},
+	{"MSGAPI_DEDUP_LEASE", "dedup-lease", "30s", "duplicate guard: a lock whose message is not written after this is free (crashed winner)", false},
+	{"MSGAPI_IDEMPOTENCY_TTL", "idempotency-ttl", "24h", "Idempotency-Key: how long a key replays, from its first request", false},
+	{"MSGAPI_IDEMPOTENCY_LEASE", "idempotency-lease", "60s", "Idempotency-Key: an in-progress claim older than this may be taken over", false},
+	{"MSGAPI_SENDER_SMS", "sender-sms", "log", "sms provider: log | webhook | twilio", false},
+	{"MSGAPI_SENDER_IMESSAGE", "sender-imessage", "log", "imessage provider: log | webhook", false},
+	{"MSGAPI_SENDER_EMAIL", "sender-email", "log", "email provider: log | webhook | smtp", false},
+	{"MSGAPI_LOG_SENDER_DELAY", "log-sender-delay", "0s", "log provider: imitated provider latency", false},
+	{"MSGAPI_SEND_TIMEOUT", "send-timeout", "10s", "timeout of every provider call", false},
+	{"MSGAPI_WEBHOOK_URL", "webhook-url", "", "webhook provider: relay URL", false},
+	{"MSGAPI_WEBHOOK_SECRET", "webhook-secret", "", "webhook provider: HMAC-SHA256 signing secret", true},
+	{"MSGAPI_TWILIO_ACCOUNT_SID", "twilio-account-sid", "", "twilio provider: account SID", false},
+	{"MSGAPI_TWILIO_AUTH_TOKEN", "twilio-auth-token", "", "twilio provider: auth token", true},
+	{"MSGAPI_TWILIO_FROM", "twilio-from", "", "twilio provider: sender number (E.164)", false},
+	{"MSGAPI_TWILIO_MESSAGING_SERVICE_SID", "twilio-messaging-service-sid", "", "twilio provider: messaging service SID (instead of a from number)", false},
+	{"MSGAPI_TWILIO_BASE_URL", "twilio-base-url", "https://api.twilio.com", "twilio provider: API base URL", false},
+	{"MSGAPI_SMTP_HOST", "smtp-host", "", "smtp provider: server host", false},
+	{"MSGAPI_SMTP_PORT", "smtp-port", "587", "smtp provider: server port", false},
+	{"MSGAPI_SMTP_USERNAME", "smtp-username", "", "smtp provider: user name", false},
+	{"MSGAPI_SMTP_PASSWORD", "smtp-password", "", "smtp provider: password", true},
+	{"MSGAPI_SMTP_FROM", "smtp-from", "", "smtp provider: From address", false},
+	{"MSGAPI_SMTP_TLS", "smtp-tls", "starttls", "smtp provider: starttls | tls | none", false},
+	{"MSGAPI_REAPER_INTERVAL", "reaper-interval", "1m", "how often expired locks and keys are deleted where the store has no TTL indexes", false},
+	{"MSGAPI_SHUTDOWN_TIMEOUT", "shutdown-timeout", "20s", "how long shutdown waits for in-flight requests", false},
+	{"MSGAPI_LOG_LEVEL", "log-level", "info", "debug | info | warn | error", false},
+	{"MSGAPI_ENV", "env", "development", "environment label on every event (Loki label env)", false},
+	{"MSGAPI_LOKI_URL", "loki-url", "", "Loki push URL (e.g. http://loki:3100/loki/api/v1/push); empty: stdout only", false},
+	{"MSGAPI_LOKI_BUFFER", "loki-buffer", "10000", "Loki: lines buffered while Loki is slow; past it lines are dropped and counted", false},
+	{"MSGAPI_REDIS_URL", "redis-url", "", "inbound webhooks: Redis fast path (redis://host:6379/0); empty: MongoDB alone", true},
+}
+
+// values holds the resolved settings by environment name.
+type values map[string]string
+
+// loadValues resolves each setting: default, then environment, then flag.
+func loadValues(name string, args []string, getenv func(string) string, out io.Writer) (values, []string, error) {
+	v := values{}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	ptrs := map[string]*string{}
+	for _, s := range settings {
+		def := s.def
+		if e := getenv(s.env); e != "" {
+			def = e
+		}
+		ptrs[s.env] = fs.String(s.flag, def, s.help+" ($"+s.env+")")
+	}
+	fs.Usage = func() { usage(out) }
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	for env, p := range ptrs {
+		v[env] = *p
+	}
+	return v, fs.Args(), nil
+}
+
+func usage(out io.Writer) {
+	fmt.Fprintln(out, "usage: msgapi [serve] [flags]         run the HTTP server (default)")
+	fmt.Fprintln(out, "       msgapi workspace create NAME   create a workspace and print its API key")
+	fmt.Fprintln(out, "\nsettings (environment variable, flag, default):")
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	for _, s := range settings {
+		fmt.Fprintf(tw, "  %s\t-%s\t%q\t%s\n", s.env, s.flag, s.def, s.help)
+	}
+	tw.Flush()
+}
+
+func (v values) str(k string) string { return strings.TrimSpace(v[k]) }
+
+func (v values) dur(k string, errs *[]string) time.Duration {
+	d, err := time.ParseDuration(v.str(k))
+	if err != nil || d < 0 {
+		*errs = append(*errs, fmt.Sprintf("%s=%q is not a duration (e.g. 30s, 15m)", k, v[k]))
+	}
+	return d
+}
+
+func (v values) int(k string, errs *[]string) int {
+	n, err := strconv.Atoi(v.str(k))
+	if err != nil || n < 0 {
+		*errs = append(*errs, fmt.Sprintf("%s=%q is not a non-negative integer", k, v[k]))
+	}
+	return n
+}

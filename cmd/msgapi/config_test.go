@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+)
+
+// The README's configuration table lists every setting with its default.
+func TestREADMEListsEverySetting(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	for _, s := range settings {
+		def := "—"
+		if s.def != "" {
+			def = "`" + s.def + "`"
+		}
+		row := "| `" + s.env + "` | `-" + s.flag + "` | " + def + " |"
+		if !strings.Contains(readme, row) {
+			t.Errorf("README lacks the row %q", row)
+		}
+	}
+}
+
+func TestSettingsPrecedence(t *testing.T) {
+	env := map[string]string{"MSGAPI_ADDR": ":9000", "MSGAPI_DEDUP_WAIT": "1s"}
+	v, rest, err := loadValues("t", []string{"-dedup-wait", "2s", "extra"}, func(k string) string { return env[k] }, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v["MSGAPI_ADDR"] != ":9000" || v["MSGAPI_DEDUP_WAIT"] != "2s" || v["MSGAPI_DEDUP_WINDOW"] != "15m" {
+		t.Errorf("addr=%q wait=%q window=%q, want env :9000, flag 2s, default 15m", v["MSGAPI_ADDR"], v["MSGAPI_DEDUP_WAIT"], v["MSGAPI_DEDUP_WINDOW"])
+	}
+	if len(rest) != 1 || rest[0] != "extra" {
+		t.Errorf("rest = %v", rest)
+	}
+}
+
+func TestInvalidSettingsAreNamed(t *testing.T) {
+	v, _, err := loadValues("t", nil, func(k string) string {
+		return map[string]string{"MSGAPI_DEDUP_WINDOW": "soon", "MSGAPI_SMTP_PORT": "x", "MSGAPI_DEDUP_LEASE": "0s"}[k]
+	}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = parseConfig(v)
+	if err == nil {
+		t.Fatal("parseConfig accepted invalid settings")
+	}
+	for _, want := range []string{"MSGAPI_DEDUP_WINDOW", "MSGAPI_SMTP_PORT", "MSGAPI_DEDUP_LEASE"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+}
+
+func TestUnknownSenderRefused(t *testing.T) {
+	v, _, _ := loadValues("t", []string{"-sender-sms", "carrier-pigeon"}, func(string) string { return "" }, &bytes.Buffer{})
+	c, err := parseConfig(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := buildSenders(c, newLogger(&bytes.Buffer{}, "info")); err == nil || !strings.Contains(err.Error(), "MSGAPI_SENDER_SMS") {
+		t.Errorf("buildSenders error = %v, want it to name MSGAPI_SENDER_SMS", err)
+	}
+}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/msgapi/msgapi/api"
+	"github.com/msgapi/msgapi/guard"
+	"github.com/msgapi/msgapi/idempotency"
+	"github.com/msgapi/msgapi/messages"
+	"github.com/msgapi/msgapi/sender"
+	"github.com/msgapi/msgapi/store"
+	"github.com/msgapi/msgapi/workspace"
+)
+
+// config is the parsed, validated settings.
+type config struct {
+	v               values
+	addr            string
+	storeTimeout    time.Duration
+	keyCacheTTL     time.Duration
+	dedupWindow     time.Duration
+	dedupWait       time.Duration
+	dedupLease      time.Duration
+	idemTTL         time.Duration
+	idemLease       time.Duration
+	logSenderDelay  time.Duration
+	sendTimeout     time.Duration
+	reaperInterval  time.Duration
+	shutdownTimeout time.Duration
+	smtpPort        int
+	lokiBuffer      int
+}
+
+func parseConfig(v values) (config, error) {
+	var errs []string
+	c := config{
+		v:               v,
+		addr:            v.str("MSGAPI_ADDR"),
+		storeTimeout:    v.dur("MSGAPI_STORE_TIMEOUT", &errs),
+		keyCacheTTL:     v.dur("MSGAPI_KEY_CACHE_TTL", &errs),
+		dedupWindow:     v.dur("MSGAPI_DEDUP_WINDOW", &errs),
+		dedupWait:       v.dur("MSGAPI_DEDUP_WAIT", &errs),
+		dedupLease:      v.dur("MSGAPI_DEDUP_LEASE", &errs),
+		idemTTL:         v.dur("MSGAPI_IDEMPOTENCY_TTL", &errs),
+		idemLease:       v.dur("MSGAPI_IDEMPOTENCY_LEASE", &errs),
+		logSenderDelay:  v.dur("MSGAPI_LOG_SENDER_DELAY", &errs),
+		sendTimeout:     v.dur("MSGAPI_SEND_TIMEOUT", &errs),
+		reaperInterval:  v.dur("MSGAPI_REAPER_INTERVAL", &errs),
+		shutdownTimeout: v.dur("MSGAPI_SHUTDOWN_TIMEOUT", &errs),
+		smtpPort:        v.int("MSGAPI_SMTP_PORT", &errs),
+		lokiBuffer:      v.int("MSGAPI_LOKI_BUFFER", &errs),
+	}
+	for _, k := range []string{"MSGAPI_DEDUP_WINDOW", "MSGAPI_DEDUP_LEASE", "MSGAPI_IDEMPOTENCY_TTL", "MSGAPI_IDEMPOTENCY_LEASE", "MSGAPI_SEND_TIMEOUT", "MSGAPI_REAPER_INTERVAL"} {
+		if d, err := time.ParseDuration(v.str(k)); err == nil && d == 0 {
+			errs = append(errs, k+" must be greater than 0")
+		}
+	}
+	if _, err := zerolog.ParseLevel(v.str("MSGAPI_LOG_LEVEL")); err != nil {
+		errs = append(errs, fmt.Sprintf("MSGAPI_LOG_LEVEL=%q is not one of debug, info, warn, error", v["MSGAPI_LOG_LEVEL"]))
+	}
+	if len(errs) > 0 {
+		return config{}, fmt.Errorf("invalid settings:\n  %s", strings.Join(errs, "\n  "))
+	}
+	return c, nil
+}
+
+func newLogger(w io.Writer, level string) zerolog.Logger {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil {
+		lvl = zerolog.InfoLevel
+	}
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	return zerolog.New(w).Level(lvl).With().Timestamp().Str("app", "msgapi").Logger()
+}
+
+// allCollections is every collection msgapi uses, created at start-up.
+func allCollections() []store.Collection {
+	var c []store.Collection
+	for _, cs := range [][]store.Collection{workspace.Collections, messages.Collections, guard.Collections, idempotency.Collections} {
+		c = append(c, cs...)
+	}
+	return c
+}
+
+func openStore(ctx context.Context, c config, log zerolog.Logger) (*store.Store, error) {
+	st, err := store.Open(ctx, store.Options{
+		URI:            c.v.str("MONGODB_URI"),
+		Database:       c.v.str("MSGAPI_DATABASE"),
+		DataDir:        c.v.str("MSGAPI_DATA_DIR"),
+		EmbeddedAddr:   c.v.str("MSGAPI_EMBEDDED_ADDR"),
+		ConnectTimeout: c.storeTimeout,
+		Log:            log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ectx, cancel := context.WithTimeout(ctx, c.storeTimeout+20*time.Second)
+	defer cancel()
+	if err := st.Ensure(ectx, allCollections()...); err != nil {
+		_ = st.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("create collections and indexes: %w", err)
+	}
+	return st, nil
+}
+
+// buildSenders picks each channel's provider from the settings.
+func buildSenders(c config, log zerolog.Logger) (map[string]api.Sender, error) {
+	v := c.v
+	out := map[string]api.Sender{}
+	allowed := map[string][]string{"sms": {"log", "webhook", "twilio"}, "imessage": {"log", "webhook"}, "email": {"log", "webhook", "smtp"}}
+	for _, ch := range []string{"sms", "imessage", "email"} {
+		env := "MSGAPI_SENDER_" + strings.ToUpper(ch)
+		name := v.str(env)
+		ok := false
+		for _, a := range allowed[ch] {
+			ok = ok || a == name
+		}
+		if !ok {
+			return nil, fmt.Errorf("%s=%q: choose one of %s", env, name, strings.Join(allowed[ch], ", "))
+		}
+		var (
+			s   api.Sender
+			err error
+		)
+		switch name {
+		case "log":
+			s = sender.NewLog(log, c.logSenderDelay)
+			log.Warn().Str("channel", ch).Msg("the log sender is active for this channel: messages are recorded as sent and NO real message leaves this server")
+		case "webhook":
+			s, err = sender.NewWebhook(sender.WebhookOptions{URL: v.str("MSGAPI_WEBHOOK_URL"), Secret: v["MSGAPI_WEBHOOK_SECRET"], Timeout: c.sendTimeout})
+		case "twilio":
+			s, err = sender.NewTwilio(sender.TwilioOptions{
+				AccountSID: v.str("MSGAPI_TWILIO_ACCOUNT_SID"), AuthToken: v["MSGAPI_TWILIO_AUTH_TOKEN"],
+				From: v.str("MSGAPI_TWILIO_FROM"), MessagingServiceSID: v.str("MSGAPI_TWILIO_MESSAGING_SERVICE_SID"),
+				BaseURL: v.str("MSGAPI_TWILIO_BASE_URL"), Timeout: c.sendTimeout,
+			})
+		case "smtp":
+			s, err = sender.NewSMTP(sender.SMTPOptions{
+				Host: v.str("MSGAPI_SMTP_HOST"), Port: c.smtpPort, Username: v.str("MSGAPI_SMTP_USERNAME"),
+				Password: v["MSGAPI_SMTP_PASSWORD"], From: v.str("MSGAPI_SMTP_FROM"), TLS: v.str("MSGAPI_SMTP_TLS"), Timeout: c.sendTimeout,
+			})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s provider for %s: %w", name, ch, err)
+		}
+		out[ch] = s
+	}
+	return out, nil
+}
+
+// serve runs the HTTP server until ctx ends, then shuts down gracefully:
+// stop accepting, finish in-flight requests within the shutdown timeout,
+// stop the reaper, flush logs, stop the store.
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	v, _, err := loadValues("msgapi serve", args, getenv, stdout)
+	if err != nil {
+		return err
+	}
+	c, err := parseConfig(v)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stdout, v.str("MSGAPI_LOG_LEVEL")).With().Str("env", v.str("MSGAPI_ENV")).Logger()
+
+	senders, err := buildSenders(c, log)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = st.Close(context.Background())
+		log.Info().Msg("store closed")
+	}()
+	if st.Embedded() {
+		log.Info().Str("uri", st.URI).Str("dataDir", v.str("MSGAPI_DATA_DIR")).
+			Msg("embedded store running (FerretDB, SQLite); another msgapi process or mongosh can connect to this URI")
+	} else {
+		log.Info().Str("uri", st.URI).Bool("replicaSet", st.ReplicaSet).Msg("connected to MongoDB")
+	}
+	if len(st.Reaped()) > 0 {
+		log.Info().Strs("collections", st.Reaped()).Dur("interval", c.reaperInterval).Msg("store has no TTL indexes: the reaper deletes expired documents")
+	}
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	go st.RunReaper(bg, c.reaperInterval)
+
+	ms := messages.NewStore(st)
+	ws := workspace.NewStore(st, c.keyCacheTTL)
+	g := guard.New(guard.Options{Store: st, Window: c.dedupWindow, Wait: c.dedupWait, Lease: c.dedupLease, Sibling: api.SiblingReader(ms)})
+	idem := idempotency.New(idempotency.Options{Store: st, TTL: c.idemTTL, Lease: c.idemLease, WorkspaceID: api.WorkspaceID, Body: api.Body})
+
+	srv := api.New(api.Options{
+		Log:         log,
+		Store:       st,
+		Workspaces:  ws,
+		AdminToken:  v["MSGAPI_ADMIN_TOKEN"],
+		Idempotency: idem.Middleware,
+		Send:        api.SendOptions{Messages: ms, Guard: g, Senders: senders, DefaultRegion: v.str("MSGAPI_DEFAULT_REGION")},
+	})
+	if v["MSGAPI_ADMIN_TOKEN"] == "" {
+		log.Info().Msg("admin API disabled (set MSGAPI_ADMIN_TOKEN to enable /admin/*)")
+	}
+
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", c.addr, err)
+	}
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      c.sendTimeout + c.dedupWait + 30*time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	log.Info().Str("addr", ln.Addr().String()).Msg("msgapi listening")
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info().Dur("timeout", c.shutdownTimeout).Msg("shutting down: no new connections, finishing in-flight requests")
+	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn().Err(err).Msg("in-flight requests did not finish within the shutdown timeout")
+	}
+	stopBG()
+	log.Info().Msg("http server stopped")
+	return nil
+}

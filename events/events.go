@@ -1,0 +1,32 @@
+// Package events names every event msgapi emits. An event is a zerolog line
+// with an "event" field; Loki indexes only the low-cardinality labels (app,
+// env, level, event) and everything else stays in the JSON line.
+package events
+
+// Event names. Dashboards and alerts query these strings: never rename one.
+const (
+	DuplicateBlocked    = "message.api.duplicate_blocked"
+	DuplicatePending    = "message.api.duplicate_pending"
+	DuplicateGuardError = "message.api.duplicate_guard_error"
+	Sent                = "message.api.sent"
+	SendFailed          = "message.api.send_failed"
+	IdempotentReplay    = "message.api.idempotent_replay"
+	IdempotencyConflict = "message.api.idempotency_conflict"
+
+	DedupLockDeleted = "message.api.dedup_lock_deleted"
+	LockTakenOver    = "message.api.dedup_lock_taken_over"
+
+	InboundReceived         = "inbound.received"
+	InboundDuplicate        = "inbound.duplicate"
+	InboundContentDuplicate = "inbound.content_duplicate"
+	InboundSignatureInvalid = "inbound.signature_invalid"
+	InboundFastpathError    = "inbound.dedup_fastpath_error"
+
+	HTTPRequest = "http.request"
+)
+
+// Modes of DuplicateBlocked.
+const (
+	ModeLockResolved       = "lock_resolved"
+	ModeLockResolvedPolled = "lock_resolved_polled"
+)

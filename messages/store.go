@@ -1,0 +1,381 @@
+// Package messages owns the domain records of the send path — leads,
+// conversations and messages — and the validation of a send request.
+//
+// Identity decides races: a lead's _id is a hash of (workspace, contact
+// identifier) and a conversation's a hash of (workspace, address), so
+// concurrent requests for a new contact all try to insert the same _id and
+// exactly one insert wins; the others read the winner. Every read is by _id,
+// the one lookup that is indexed and atomic on MongoDB and the embedded
+// engine alike.
+package messages
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/store"
+)
+
+// Collections used by this package.
+var Collections = []store.Collection{{Name: "leads"}, {Name: "conversations"}, {Name: "messages"}}
+
+// Message statuses.
+const (
+	StatusSending = "sending" // written, handed to the provider, no answer yet
+	StatusSent    = "sent"
+	StatusFailed  = "failed"  // the provider definitively refused it: it reached no one
+	StatusUnknown = "unknown" // timeout or transport error: it may have been delivered
+)
+
+// Lead is one contact of a workspace: one phone number or one email address.
+type Lead struct {
+	ID          string    `bson:"_id"`
+	WorkspaceID string    `bson:"workspaceId"`
+	Phone       string    `bson:"phone,omitempty"`
+	Email       string    `bson:"email,omitempty"`
+	CRM         CRMRefs   `bson:"crm"`
+	CreatedAt   time.Time `bson:"createdAt"`
+	UpdatedAt   time.Time `bson:"updatedAt"`
+}
+
+// Conversation is the thread of one workspace with one address.
+type Conversation struct {
+	ID          string    `bson:"_id"`
+	WorkspaceID string    `bson:"workspaceId"`
+	LeadID      string    `bson:"leadId"`
+	Phone       string    `bson:"phone,omitempty"`
+	Email       string    `bson:"email,omitempty"`
+	CreatedAt   time.Time `bson:"createdAt"`
+}
+
+// Message is one outbound message. CRM is a snapshot of the lead's CRM
+// references when the message was written, so that a duplicate answer needs
+// no lead read.
+type Message struct {
+	ID                string         `bson:"_id"`
+	WorkspaceID       string         `bson:"workspaceId"`
+	LeadID            string         `bson:"leadId"`
+	ConversationID    string         `bson:"conversationId"`
+	Channel           string         `bson:"channel"`
+	Direction         string         `bson:"direction"`
+	RecipientPhone    string         `bson:"recipientPhone,omitempty"`
+	RecipientEmail    string         `bson:"recipientEmail,omitempty"`
+	Body              string         `bson:"body"`
+	Subject           string         `bson:"subject,omitempty"`
+	Attachments       []Attachment   `bson:"attachments,omitempty"`
+	Metadata          map[string]any `bson:"metadata,omitempty"`
+	Status            string         `bson:"status"`
+	Provider          string         `bson:"provider,omitempty"`
+	ProviderMessageID string         `bson:"providerMessageId,omitempty"`
+	Error             string         `bson:"error,omitempty"`
+	DedupLockID       string         `bson:"dedupLockId,omitempty"`
+	CRM               CRMRefs        `bson:"crm"`
+	CreatedAt         time.Time      `bson:"createdAt"`
+	UpdatedAt         time.Time      `bson:"updatedAt"`
+}
+
+// MarshalJSON is the message's API shape: every key present, null when
+// empty, so clients never need to test for a missing key.
+func (m Message) MarshalJSON() ([]byte, error) {
+	atts := m.Attachments
+	if atts == nil {
+		atts = []Attachment{}
+	}
+	return json.Marshal(struct {
+		ID                string         `json:"id"`
+		WorkspaceID       string         `json:"workspaceId"`
+		LeadID            string         `json:"leadId"`
+		ConversationID    string         `json:"conversationId"`
+		Channel           string         `json:"channel"`
+		Direction         string         `json:"direction"`
+		RecipientPhone    *string        `json:"recipientPhone"`
+		RecipientEmail    *string        `json:"recipientEmail"`
+		Body              string         `json:"body"`
+		Subject           *string        `json:"subject"`
+		Attachments       []Attachment   `json:"attachments"`
+		Metadata          map[string]any `json:"metadata"`
+		Status            string         `json:"status"`
+		Provider          *string        `json:"provider"`
+		ProviderMessageID *string        `json:"providerMessageId"`
+		Error             *string        `json:"error"`
+		DedupLockID       *string        `json:"dedupLockId"`
+		CreatedAt         time.Time      `json:"createdAt"`
+		UpdatedAt         time.Time      `json:"updatedAt"`
+	}{
+		m.ID, m.WorkspaceID, m.LeadID, m.ConversationID, m.Channel, m.Direction,
+		null(m.RecipientPhone), null(m.RecipientEmail), m.Body, null(m.Subject), atts, m.Metadata,
+		m.Status, null(m.Provider), null(m.ProviderMessageID), null(m.Error), null(m.DedupLockID),
+		m.CreatedAt, m.UpdatedAt,
+	})
+}
+
+func null(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// Store reads and writes leads, conversations and messages.
+type Store struct {
+	leads, convs, msgs *mongo.Collection
+	now                func() time.Time
+}
+
+// NewStore returns a Store on s.
+func NewStore(s *store.Store) *Store {
+	return &Store{
+		leads: s.Collection("leads"), convs: s.Collection("conversations"), msgs: s.Collection("messages"),
+		now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
+	}
+}
+
+// LeadID is the _id of the lead for one contact identifier.
+func LeadID(workspaceID, phone, email string) string {
+	if phone != "" {
+		return "lead_" + hashID(workspaceID, "phone", phone)
+	}
+	return "lead_" + hashID(workspaceID, "email", email)
+}
+
+// ConversationID is the _id of the thread with one address.
+func ConversationID(workspaceID, phone, email string) string {
+	if phone != "" {
+		return "conv_" + hashID(workspaceID, "phone", phone)
+	}
+	return "conv_" + hashID(workspaceID, "email", email)
+}
+
+// hashID hashes length-prefixed parts, so no two part lists share a hash.
+func hashID(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(strconv.Itoa(len(p)) + ":" + p))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// GetLead reads a workspace's lead; another workspace's lead is not found.
+func (s *Store) GetLead(ctx context.Context, workspaceID, id string) (Lead, error) {
+	var l Lead
+	err := s.leads.FindOne(ctx, byID(id)).Decode(&l)
+	switch {
+	case store.IsNotFound(err), err == nil && l.WorkspaceID != workspaceID:
+		return Lead{}, msgapi.Errorf(msgapi.CodeLeadNotFound, "lead %q does not exist in this workspace", id)
+	case err != nil:
+		return Lead{}, msgapi.Unavailable(fmt.Errorf("read lead %s: %w", id, err))
+	}
+	return l, nil
+}
+
+// FindOrCreateLead returns the lead for the contact (phone, else email),
+// creating it if needed; created tells whether this call created it. CRM
+// references given in crm are stored on the lead (an update only when they
+// change something).
+func (s *Store) FindOrCreateLead(ctx context.Context, workspaceID, phone, email string, crm CRMRefs) (Lead, bool, error) {
+	id := LeadID(workspaceID, phone, email)
+	var l Lead
+	err := s.leads.FindOne(ctx, byID(id)).Decode(&l)
+	if store.IsNotFound(err) {
+		now := s.now()
+		l = Lead{ID: id, WorkspaceID: workspaceID, Phone: phone, Email: email, CRM: crm, CreatedAt: now, UpdatedAt: now}
+		_, err = s.leads.InsertOne(ctx, l)
+		if err == nil {
+			return l, true, nil
+		}
+		if !store.IsDuplicateKey(err) {
+			return Lead{}, false, msgapi.Unavailable(fmt.Errorf("insert lead: %w", err))
+		}
+		// Another request created it first: read the winner.
+		err = s.leads.FindOne(ctx, byID(id)).Decode(&l)
+	}
+	if err != nil {
+		return Lead{}, false, msgapi.Unavailable(fmt.Errorf("read lead %s: %w", id, err))
+	}
+	l, err = s.UpdateCRM(ctx, l, crm)
+	return l, false, err
+}
+
+// UpdateCRM stores the non-empty CRM references of crm on the lead when
+// they differ from what it holds.
+func (s *Store) UpdateCRM(ctx context.Context, l Lead, crm CRMRefs) (Lead, error) {
+	merged := l.CRM.merge(crm)
+	if merged == l.CRM {
+		return l, nil
+	}
+	l.CRM, l.UpdatedAt = merged, s.now()
+	_, err := s.leads.UpdateOne(ctx, byID(l.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "crm", Value: l.CRM}, {Key: "updatedAt", Value: l.UpdatedAt}}}})
+	if err != nil {
+		return Lead{}, msgapi.Unavailable(fmt.Errorf("update lead %s: %w", l.ID, err))
+	}
+	return l, nil
+}
+
+func (c CRMRefs) merge(in CRMRefs) CRMRefs {
+	pick := func(old, new string) string {
+		if new != "" {
+			return new
+		}
+		return old
+	}
+	return CRMRefs{
+		GHLContactID: pick(c.GHLContactID, in.GHLContactID), GHLLocationID: pick(c.GHLLocationID, in.GHLLocationID),
+		HSContactID: pick(c.HSContactID, in.HSContactID), HSPortalID: pick(c.HSPortalID, in.HSPortalID),
+	}
+}
+
+// EnsureConversation returns the id of the thread with (phone, else email),
+// creating it if needed. fresh says the lead was just created, so the thread
+// almost certainly does not exist and the read is skipped.
+func (s *Store) EnsureConversation(ctx context.Context, workspaceID, leadID, phone, email string, fresh bool) (string, error) {
+	id := ConversationID(workspaceID, phone, email)
+	if !fresh {
+		err := s.convs.FindOne(ctx, byID(id)).Err()
+		if err == nil {
+			return id, nil
+		}
+		if !store.IsNotFound(err) {
+			return "", msgapi.Unavailable(fmt.Errorf("read conversation %s: %w", id, err))
+		}
+	}
+	_, err := s.convs.InsertOne(ctx, Conversation{ID: id, WorkspaceID: workspaceID, LeadID: leadID, Phone: phone, Email: email, CreatedAt: s.now()})
+	if err != nil && !store.IsDuplicateKey(err) {
+		return "", msgapi.Unavailable(fmt.Errorf("insert conversation: %w", err))
+	}
+	return id, nil
+}
+
+// Insert writes a new message (status sending) before the provider is called.
+func (s *Store) Insert(ctx context.Context, m *Message) error {
+	now := s.now()
+	m.CreatedAt, m.UpdatedAt = now, now
+	doc := *m
+	doc.Metadata = bsonSafe(m.Metadata)
+	if _, err := s.msgs.InsertOne(ctx, doc); err != nil {
+		return msgapi.Unavailable(fmt.Errorf("insert message %s: %w", m.ID, err))
+	}
+	return nil
+}
+
+// RecordOutcome stores the provider's answer on the message.
+func (s *Store) RecordOutcome(ctx context.Context, m *Message) error {
+	m.UpdatedAt = s.now()
+	set := bson.D{
+		{Key: "status", Value: m.Status}, {Key: "provider", Value: m.Provider},
+		{Key: "providerMessageId", Value: m.ProviderMessageID}, {Key: "error", Value: m.Error},
+		{Key: "updatedAt", Value: m.UpdatedAt},
+	}
+	if _, err := s.msgs.UpdateOne(ctx, byID(m.ID), bson.D{{Key: "$set", Value: set}}); err != nil {
+		return fmt.Errorf("record outcome of %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// Get reads a message by id; found=false when it does not exist (yet).
+func (s *Store) Get(ctx context.Context, id string) (Message, bool, error) {
+	var m Message
+	err := s.msgs.FindOne(ctx, byID(id)).Decode(&m)
+	switch {
+	case store.IsNotFound(err):
+		return Message{}, false, nil
+	case err != nil:
+		return Message{}, false, msgapi.Unavailable(fmt.Errorf("read message %s: %w", id, err))
+	}
+	m.Metadata = jsonSafe(m.Metadata)
+	return m, true, nil
+}
+
+// GetForWorkspace reads a workspace's message; another workspace's is 404.
+func (s *Store) GetForWorkspace(ctx context.Context, workspaceID, id string) (Message, error) {
+	m, found, err := s.Get(ctx, id)
+	if err != nil {
+		return Message{}, err
+	}
+	if !found || m.WorkspaceID != workspaceID {
+		return Message{}, msgapi.Errorf(msgapi.CodeNotFound, "message %q does not exist in this workspace", id)
+	}
+	return m, nil
+}
+
+func byID(id string) bson.D { return bson.D{{Key: "_id", Value: id}} }
+
+// bsonSafe turns the json.Numbers of decoded metadata into int64 or
+// float64, which BSON stores as numbers (a json.Number would be a string).
+func bsonSafe(v map[string]any) map[string]any {
+	if v == nil {
+		return nil
+	}
+	out := make(map[string]any, len(v))
+	for k, x := range v {
+		out[k] = bsonValue(x)
+	}
+	return out
+}
+
+func bsonValue(x any) any {
+	switch t := x.(type) {
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i
+		}
+		f, _ := t.Float64()
+		return f
+	case map[string]any:
+		return bsonSafe(t)
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = bsonValue(e)
+		}
+		return out
+	}
+	return x
+}
+
+// jsonSafe turns decoded BSON documents and arrays back into plain maps
+// and slices for the JSON answer.
+func jsonSafe(v map[string]any) map[string]any {
+	if v == nil {
+		return nil
+	}
+	out := make(map[string]any, len(v))
+	for k, x := range v {
+		out[k] = jsonValue(x)
+	}
+	return out
+}
+
+func jsonValue(x any) any {
+	switch t := x.(type) {
+	case bson.D:
+		m := make(map[string]any, len(t))
+		for _, e := range t {
+			m[e.Key] = jsonValue(e.Value)
+		}
+		return m
+	case map[string]any:
+		return jsonSafe(t)
+	case bson.A:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = jsonValue(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = jsonValue(e)
+		}
+		return out
+	}
+	return x
+}
