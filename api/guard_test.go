@@ -9,28 +9,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgapi/msgapi/api/apitest"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/rs/zerolog"
-
 	"github.com/msgapi/msgapi/guard"
-	"github.com/msgapi/msgapi/store"
-	"github.com/msgapi/msgapi/store/storetest"
 )
 
 // storm fires n copies of body at once (released by one barrier) against
 // the given servers in turn and returns the answers.
-func storm(t *testing.T, envs []*env, key, body string, n int) []response {
+func storm(t *testing.T, envs []*apitest.Env, key, body string, n int) []apitest.Response {
 	t.Helper()
 	var wg sync.WaitGroup
 	start := make(chan struct{})
-	out := make([]response, n)
+	out := make([]apitest.Response, n)
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			<-start
-			out[i] = envs[i%len(envs)].do(http.MethodPost, "/api/messages", key, body, nil)
+			out[i] = envs[i%len(envs)].Do(http.MethodPost, "/api/messages", key, body, nil)
 		}(i)
 	}
 	close(start)
@@ -39,16 +37,16 @@ func storm(t *testing.T, envs []*env, key, body string, n int) []response {
 }
 
 // checkStorm asserts one send and n-1 duplicates, all naming one message.
-func checkStorm(t *testing.T, answers []response) {
+func checkStorm(t *testing.T, answers []apitest.Response) {
 	t.Helper()
 	sent, dups := 0, 0
 	ids := map[string]int{}
 	for i, r := range answers {
-		if r.status != http.StatusOK && r.status != http.StatusCreated {
-			t.Errorf("answer %d: %d %s", i, r.status, r.body)
+		if r.Status != http.StatusOK && r.Status != http.StatusCreated {
+			t.Errorf("answer %d: %d %s", i, r.Status, r.Body)
 			continue
 		}
-		got := r.json()
+		got := r.JSON()
 		if got["duplicateOnly"] == true {
 			dups++
 		} else {
@@ -56,7 +54,7 @@ func checkStorm(t *testing.T, answers []response) {
 		}
 		m, _ := got["message"].(map[string]any)
 		if m == nil {
-			t.Errorf("answer %d has no message (pending): %s", i, r.body)
+			t.Errorf("answer %d has no message (pending): %s", i, r.Body)
 			continue
 		}
 		ids[m["id"].(string)]++
@@ -70,30 +68,30 @@ func checkStorm(t *testing.T, answers []response) {
 }
 
 func TestDuplicateStormOneSend(t *testing.T) {
-	e := newEnv(t, envOpts{})
-	e.sender.delay = 50 * time.Millisecond
-	answers := storm(t, []*env{e}, e.key, `{"channel":"sms","recipientPhone":"+15550100000","body":"Your appointment is at 3pm"}`, 50)
+	e := apitest.New(t, apitest.Options{})
+	e.Sender.Delay = 50 * time.Millisecond
+	answers := storm(t, []*apitest.Env{e}, e.Key, `{"channel":"sms","recipientPhone":"+15550100000","body":"Your appointment is at 3pm"}`, 50)
 	checkStorm(t, answers)
-	if n := e.sender.count(); n != 1 {
+	if n := e.Sender.Count(); n != 1 {
 		t.Errorf("sender saw %d messages, want 1", n)
 	}
 	// The duplicate answer has SPEC's shape and names the lock.
 	for _, r := range answers {
-		got := r.json()
+		got := r.JSON()
 		if got["duplicateOnly"] != true {
 			continue
 		}
 		for _, k := range append([]string{"success", "duplicateMessage", "lockId", "message"}, crmKeys...) {
 			if _, ok := got[k]; !ok {
-				t.Errorf("duplicate answer lacks %q: %s", k, r.body)
+				t.Errorf("duplicate answer lacks %q: %s", k, r.Body)
 			}
 		}
 		if !strings.Contains(got["duplicateMessage"].(string), "seconds ago") || got["leadId"] == nil {
-			t.Errorf("duplicate answer = %s", r.body)
+			t.Errorf("duplicate answer = %s", r.Body)
 		}
 		break
 	}
-	if !strings.Contains(e.logs.String(), `"event":"message.api.duplicate_blocked"`) {
+	if !strings.Contains(e.Logs.String(), `"event":"message.api.duplicate_blocked"`) {
 		t.Error("no duplicate_blocked event logged")
 	}
 }
@@ -101,32 +99,19 @@ func TestDuplicateStormOneSend(t *testing.T) {
 // Two servers with their own guards and store clients, one database: the
 // storm split across them still sends once.
 func TestDuplicateStormTwoServers(t *testing.T) {
-	a := newEnv(t, envOpts{})
-	a.sender.delay = 50 * time.Millisecond
-	b := newEnv(t, envOpts{st: openSecondStore(t, a.st), sender: a.sender})
-	answers := storm(t, []*env{a, b}, a.key, `{"channel":"sms","recipientPhone":"+15550100000","body":"Split storm"}`, 40)
+	a := apitest.New(t, apitest.Options{})
+	a.Sender.Delay = 50 * time.Millisecond
+	b := apitest.New(t, apitest.Options{Store: apitest.SecondStore(t, a.Store), Sender: a.Sender})
+	answers := storm(t, []*apitest.Env{a, b}, a.Key, `{"channel":"sms","recipientPhone":"+15550100000","body":"Split storm"}`, 40)
 	checkStorm(t, answers)
-	if n := a.sender.count(); n != 1 {
+	if n := a.Sender.Count(); n != 1 {
 		t.Errorf("senders saw %d messages in all, want 1", n)
 	}
 }
 
-// openSecondStore opens another client on st's database: what a second
-// msgapi process would have.
-func openSecondStore(t *testing.T, st *store.Store) *store.Store {
-	t.Helper()
-	uri, dir := storetest.URI(t)
-	s2, err := store.Open(context.Background(), store.Options{URI: uri, SQLiteDir: dir, Database: st.DB.Name(), Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s2.Close(context.Background()) })
-	return s2
-}
-
 func TestAllowedAndBlockedCases(t *testing.T) {
-	e := newEnv(t, envOpts{})
-	send := func(body string) map[string]any { return e.send(body).json() }
+	e := apitest.New(t, apitest.Options{})
+	send := func(body string) map[string]any { return e.Send(body).JSON() }
 
 	// The same template to 20 different leads: 20 sends.
 	for i := 0; i < 20; i++ {
@@ -140,11 +125,11 @@ func TestAllowedAndBlockedCases(t *testing.T) {
 	}
 	// Another workspace, same text and recipient.
 	var other struct{ APIKey string }
-	e.do(http.MethodPost, "/admin/workspaces", adminToken, `{"name":"Other"}`, nil).decode(&other)
-	if got := e.do(http.MethodPost, "/api/messages", other.APIKey, `{"channel":"sms","recipientPhone":"+15550100000","body":"Template"}`, nil).json(); got["duplicateOnly"] == true {
+	e.Do(http.MethodPost, "/admin/workspaces", apitest.AdminToken, `{"name":"Other"}`, nil).Decode(&other)
+	if got := e.Do(http.MethodPost, "/api/messages", other.APIKey, `{"channel":"sms","recipientPhone":"+15550100000","body":"Template"}`, nil).JSON(); got["duplicateOnly"] == true {
 		t.Error("the same message in another workspace was blocked")
 	}
-	if n := e.sender.count(); n != 22 {
+	if n := e.Sender.Count(); n != 22 {
 		t.Errorf("sender saw %d messages, want 22", n)
 	}
 
@@ -161,17 +146,17 @@ func TestAllowedAndBlockedCases(t *testing.T) {
 // After the window the same message sends again, even though the expired
 // lock is still in the store (no TTL monitor or reaper has run).
 func TestSameMessageAfterWindow(t *testing.T) {
-	e := newEnv(t, envOpts{window: 300 * time.Millisecond})
+	e := apitest.New(t, apitest.Options{Window: 300 * time.Millisecond})
 	body := `{"channel":"sms","recipientPhone":"+15550100000","body":"Again later"}`
-	e.send(body)
+	e.Send(body)
 	time.Sleep(400 * time.Millisecond)
-	if n := e.countDocs("message_dedup_locks"); n != 1 {
+	if n := e.CountDocs("message_dedup_locks"); n != 1 {
 		t.Fatalf("%d locks in the store, want the expired one still there", n)
 	}
-	if got := e.send(body).json(); got["duplicateOnly"] == true {
-		t.Fatalf("blocked after the window: %v", got)
+	if got := e.Send(body).JSON(); got["duplicateOnly"] == true {
+		t.Fatalf("blocked after the Window: %v", got)
 	}
-	if n := e.sender.count(); n != 2 {
+	if n := e.Sender.Count(); n != 2 {
 		t.Errorf("sender saw %d, want 2", n)
 	}
 }
@@ -180,97 +165,97 @@ func TestSameMessageAfterWindow(t *testing.T) {
 // retry after its message was written gets the sibling; after an operator
 // deletes the lock, the same text sends again.
 func TestPendingWhenMessageNotWritten(t *testing.T) {
-	e := newEnv(t, envOpts{dedupWait: 200 * time.Millisecond})
+	e := apitest.New(t, apitest.Options{DedupWait: 200 * time.Millisecond})
 	ctx := context.Background()
 	// A lock held by an original that has not written its message yet.
-	lockID := guard.LockID(guard.Key{WorkspaceID: e.wsID, Phone: "+15550100000", Body: "In flight"})
+	lockID := guard.LockID(guard.Key{WorkspaceID: e.WSID, Phone: "+15550100000", Body: "In flight"})
 	now := time.Now()
-	_, err := e.st.Collection("message_dedup_locks").InsertOne(ctx, bson.D{
-		{Key: "_id", Value: lockID}, {Key: "workspaceId", Value: e.wsID}, {Key: "messageId", Value: "msg_inflight"},
+	_, err := e.Store.Collection("message_dedup_locks").InsertOne(ctx, bson.D{
+		{Key: "_id", Value: lockID}, {Key: "workspaceId", Value: e.WSID}, {Key: "messageId", Value: "msg_inflight"},
 		{Key: "createdAt", Value: now}, {Key: "expiresAt", Value: now.Add(15 * time.Minute)},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := e.send(`{"channel":"sms","recipientPhone":"+15550100000","body":"In flight"}`)
-	got := r.json()
-	if r.status != http.StatusOK || got["duplicateOnly"] != true || got["message"] != nil || got["leadId"] != nil {
-		t.Fatalf("answer %d %s, want the still-in-flight shape", r.status, r.body)
+	r := e.Send(`{"channel":"sms","recipientPhone":"+15550100000","body":"In flight"}`)
+	got := r.JSON()
+	if r.Status != http.StatusOK || got["duplicateOnly"] != true || got["message"] != nil || got["leadId"] != nil {
+		t.Fatalf("answer %d %s, want the still-in-flight shape", r.Status, r.Body)
 	}
 	for _, k := range crmKeys {
 		if v, ok := got[k]; !ok || v != nil {
 			t.Errorf("key %s = %v (present %v), want null", k, v, ok)
 		}
 	}
-	if !strings.Contains(e.logs.String(), `"event":"message.api.duplicate_pending"`) {
+	if !strings.Contains(e.Logs.String(), `"event":"message.api.duplicate_pending"`) {
 		t.Error("no duplicate_pending event")
 	}
-	if n := e.sender.count(); n != 0 {
+	if n := e.Sender.Count(); n != 0 {
 		t.Errorf("sender saw %d, want 0", n)
 	}
 	// The original writes its message; the retry gets it as the sibling.
-	_, err = e.st.Collection("messages").InsertOne(ctx, bson.D{
-		{Key: "_id", Value: "msg_inflight"}, {Key: "workspaceId", Value: e.wsID}, {Key: "leadId", Value: "lead_x"},
+	_, err = e.Store.Collection("messages").InsertOne(ctx, bson.D{
+		{Key: "_id", Value: "msg_inflight"}, {Key: "workspaceId", Value: e.WSID}, {Key: "leadId", Value: "lead_x"},
 		{Key: "channel", Value: "sms"}, {Key: "body", Value: "In flight"}, {Key: "status", Value: "sent"}, {Key: "createdAt", Value: now},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got = e.send(`{"channel":"sms","recipientPhone":"+15550100000","body":"In flight"}`).json()
+	got = e.Send(`{"channel":"sms","recipientPhone":"+15550100000","body":"In flight"}`).JSON()
 	if m, _ := got["message"].(map[string]any); got["duplicateOnly"] != true || m == nil || m["id"] != "msg_inflight" {
 		t.Fatalf("retry after the original finished = %v, want the sibling msg_inflight", got)
 	}
 	// The operator deletes the lock; the retry sends.
-	del := e.do(http.MethodDelete, "/api/dedup-locks/"+lockID, e.key, "", nil)
-	if del.status != http.StatusOK {
-		t.Fatalf("DELETE lock: %d %s", del.status, del.body)
+	del := e.Do(http.MethodDelete, "/api/dedup-locks/"+lockID, e.Key, "", nil)
+	if del.Status != http.StatusOK {
+		t.Fatalf("DELETE lock: %d %s", del.Status, del.Body)
 	}
-	if got := e.send(`{"channel":"sms","recipientPhone":"+15550100000","body":"In flight"}`).json(); got["duplicateOnly"] == true {
+	if got := e.Send(`{"channel":"sms","recipientPhone":"+15550100000","body":"In flight"}`).JSON(); got["duplicateOnly"] == true {
 		t.Errorf("after the lock was deleted: %v", got)
 	}
 }
 
 func TestDeleteLockOtherWorkspace(t *testing.T) {
-	e := newEnv(t, envOpts{})
-	r := e.send(`{"channel":"sms","recipientPhone":"+15550100000","body":"x"}`)
-	lockID, _ := r.json()["message"].(map[string]any)["dedupLockId"].(string)
+	e := apitest.New(t, apitest.Options{})
+	r := e.Send(`{"channel":"sms","recipientPhone":"+15550100000","body":"x"}`)
+	lockID, _ := r.JSON()["message"].(map[string]any)["dedupLockId"].(string)
 	if lockID == "" {
-		t.Fatalf("message has no dedupLockId: %s", r.body)
+		t.Fatalf("message has no dedupLockId: %s", r.Body)
 	}
 	var other struct{ APIKey string }
-	e.do(http.MethodPost, "/admin/workspaces", adminToken, `{"name":"Other"}`, nil).decode(&other)
-	if d := e.do(http.MethodDelete, "/api/dedup-locks/"+lockID, other.APIKey, "", nil); d.status != http.StatusNotFound {
-		t.Errorf("another workspace deleting the lock: %d, want 404", d.status)
+	e.Do(http.MethodPost, "/admin/workspaces", apitest.AdminToken, `{"name":"Other"}`, nil).Decode(&other)
+	if d := e.Do(http.MethodDelete, "/api/dedup-locks/"+lockID, other.APIKey, "", nil); d.Status != http.StatusNotFound {
+		t.Errorf("another workspace deleting the lock: %d, want 404", d.Status)
 	}
-	if d := e.do(http.MethodDelete, "/api/dedup-locks/"+lockID, e.key, "", nil); d.status != http.StatusOK {
-		t.Errorf("own lock: %d %s", d.status, d.body)
+	if d := e.Do(http.MethodDelete, "/api/dedup-locks/"+lockID, e.Key, "", nil); d.Status != http.StatusOK {
+		t.Errorf("own lock: %d %s", d.Status, d.Body)
 	}
 }
 
 // A rejected sibling reached no one: a retry of the same text sends.
 func TestFailedSiblingDoesNotBlock(t *testing.T) {
-	e := newEnv(t, envOpts{})
+	e := apitest.New(t, apitest.Options{})
 	body := `{"channel":"sms","recipientPhone":"+15550100000","body":"Retry me"}`
-	e.sender.result.Status = "failed"
-	if got := e.send(body).json(); got["status"] != "failed" {
+	e.Sender.Result.Status = "failed"
+	if got := e.Send(body).JSON(); got["status"] != "failed" {
 		t.Fatalf("first send: %v", got)
 	}
-	e.sender.result.Status = ""
-	if got := e.send(body).json(); got["duplicateOnly"] == true || got["status"] != "sent" {
+	e.Sender.Result.Status = ""
+	if got := e.Send(body).JSON(); got["duplicateOnly"] == true || got["status"] != "sent" {
 		t.Fatalf("retry after a rejection: %v", got)
 	}
-	e.sender.result.Status = "unknown"
+	e.Sender.Result.Status = "unknown"
 	body2 := `{"channel":"sms","recipientPhone":"+15550100000","body":"Maybe delivered"}`
-	e.send(body2)
-	if got := e.send(body2).json(); got["duplicateOnly"] != true {
+	e.Send(body2)
+	if got := e.Send(body2).JSON(); got["duplicateOnly"] != true {
 		t.Errorf("retry after an unknown outcome was not blocked: %v", got)
 	}
 }
 
 func TestValidationFailureHoldsNoLock(t *testing.T) {
-	e := newEnv(t, envOpts{})
-	e.send(`{"channel":"sms","recipientPhone":"+15550100000","body":"x","attachments":[{"url":"ftp://nope"}]}`)
-	if n := e.countDocs("message_dedup_locks"); n != 0 {
+	e := apitest.New(t, apitest.Options{})
+	e.Send(`{"channel":"sms","recipientPhone":"+15550100000","body":"x","attachments":[{"url":"ftp://nope"}]}`)
+	if n := e.CountDocs("message_dedup_locks"); n != 0 {
 		t.Errorf("%d locks after a validation failure, want 0", n)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/msgapi/msgapi/api/apitest"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/msgapi/msgapi/sender"
@@ -15,7 +17,7 @@ import (
 var crmKeys = []string{"leadId", "ghlContactId", "ghlLocationId", "hsContactId", "hsPortalId"}
 
 func TestSendEachChannel(t *testing.T) {
-	e := newEnv(t, envOpts{})
+	e := apitest.New(t, apitest.Options{})
 	tests := []struct {
 		name, body           string
 		wantPhone, wantEmail any
@@ -28,14 +30,14 @@ func TestSendEachChannel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := e.send(tt.body)
-			if r.status != http.StatusCreated {
-				t.Fatalf("status %d %s, want 201 (new lead)", r.status, r.body)
+			r := e.Send(tt.body)
+			if r.Status != http.StatusCreated {
+				t.Fatalf("status %d %s, want 201 (new lead)", r.Status, r.Body)
 			}
-			got := r.json()
+			got := r.JSON()
 			for _, k := range append([]string{"success", "status", "message"}, crmKeys...) {
 				if _, ok := got[k]; !ok {
-					t.Errorf("key %q missing from %s", k, r.body)
+					t.Errorf("key %q missing from %s", k, r.Body)
 				}
 			}
 			if got["success"] != true || got["status"] != "sent" {
@@ -49,61 +51,61 @@ func TestSendEachChannel(t *testing.T) {
 				t.Errorf("message = %v", m)
 			}
 			// GET returns the same message.
-			g := e.do(http.MethodGet, "/api/messages/"+m["id"].(string), e.key, "", nil)
-			if g.status != http.StatusOK {
-				t.Fatalf("GET: %d %s", g.status, g.body)
+			g := e.Do(http.MethodGet, "/api/messages/"+m["id"].(string), e.Key, "", nil)
+			if g.Status != http.StatusOK {
+				t.Fatalf("GET: %d %s", g.Status, g.Body)
 			}
-			if diff := cmp.Diff(m, g.json()["message"]); diff != "" {
+			if diff := cmp.Diff(m, g.JSON()["message"]); diff != "" {
 				t.Errorf("GET message differs from the send answer (-send +get):\n%s", diff)
 			}
 		})
 	}
-	if n := e.sender.count(); n != len(tests) {
+	if n := e.Sender.Count(); n != len(tests) {
 		t.Errorf("sender saw %d messages, want %d", n, len(tests))
 	}
 	// The CRM references were stored on the lead and are echoed back on the
 	// next send to the same lead, which answers 200 (existing lead).
-	r := e.send(`{"channel":"sms","recipientPhone":"+15550100000","body":"Second message"}`)
-	if r.status != http.StatusOK {
-		t.Fatalf("second send to the same lead: %d, want 200", r.status)
+	r := e.Send(`{"channel":"sms","recipientPhone":"+15550100000","body":"Second message"}`)
+	if r.Status != http.StatusOK {
+		t.Fatalf("second send to the same lead: %d, want 200", r.Status)
 	}
-	if got := r.json(); got["ghlContactId"] != "g1" || got["ghlLocationId"] != "loc1" || got["hsContactId"] != nil {
+	if got := r.JSON(); got["ghlContactId"] != "g1" || got["ghlLocationId"] != "loc1" || got["hsContactId"] != nil {
 		t.Errorf("CRM keys = %v/%v/%v, want g1/loc1/null", got["ghlContactId"], got["ghlLocationId"], got["hsContactId"])
 	}
 }
 
 func TestGetMessageIsWorkspaceScoped(t *testing.T) {
-	e := newEnv(t, envOpts{})
-	id := e.send(`{"channel":"sms","recipientPhone":"+15550100000","body":"x"}`).json()["message"].(map[string]any)["id"].(string)
+	e := apitest.New(t, apitest.Options{})
+	id := e.Send(`{"channel":"sms","recipientPhone":"+15550100000","body":"x"}`).JSON()["message"].(map[string]any)["id"].(string)
 	var other struct{ APIKey string }
-	e.do(http.MethodPost, "/admin/workspaces", adminToken, `{"name":"Other"}`, nil).decode(&other)
-	r := e.do(http.MethodGet, "/api/messages/"+id, other.APIKey, "", nil)
-	if r.status != http.StatusNotFound {
-		t.Fatalf("another workspace's message: %d, want 404", r.status)
+	e.Do(http.MethodPost, "/admin/workspaces", apitest.AdminToken, `{"name":"Other"}`, nil).Decode(&other)
+	r := e.Do(http.MethodGet, "/api/messages/"+id, other.APIKey, "", nil)
+	if r.Status != http.StatusNotFound {
+		t.Fatalf("another workspace's message: %d, want 404", r.Status)
 	}
 	assertProblem(t, r, "not_found")
 }
 
 func TestSendByLeadID(t *testing.T) {
-	e := newEnv(t, envOpts{})
-	lead := e.send(`{"channel":"email","recipientEmail":"c@example.com","body":"first"}`).json()["leadId"].(string)
-	r := e.send(fmt.Sprintf(`{"channel":"email","leadId":%q,"body":"second"}`, lead))
-	if r.status != http.StatusOK {
-		t.Fatalf("send by leadId: %d %s", r.status, r.body)
+	e := apitest.New(t, apitest.Options{})
+	lead := e.Send(`{"channel":"email","recipientEmail":"c@example.com","body":"first"}`).JSON()["leadId"].(string)
+	r := e.Send(fmt.Sprintf(`{"channel":"email","leadId":%q,"body":"second"}`, lead))
+	if r.Status != http.StatusOK {
+		t.Fatalf("send by leadId: %d %s", r.Status, r.Body)
 	}
-	if got := r.json()["message"].(map[string]any)["recipientEmail"]; got != "c@example.com" {
+	if got := r.JSON()["message"].(map[string]any)["recipientEmail"]; got != "c@example.com" {
 		t.Errorf("recipient filled from the lead = %v", got)
 	}
 	// The lead has no phone: an sms to it names the missing field.
-	r = e.send(fmt.Sprintf(`{"channel":"sms","leadId":%q,"body":"third"}`, lead))
-	if r.status != http.StatusBadRequest {
-		t.Fatalf("sms to a lead without phone: %d %s", r.status, r.body)
+	r = e.Send(fmt.Sprintf(`{"channel":"sms","leadId":%q,"body":"third"}`, lead))
+	if r.Status != http.StatusBadRequest {
+		t.Fatalf("sms to a lead without phone: %d %s", r.Status, r.Body)
 	}
 	assertProblem(t, r, "invalid_request")
 }
 
 func TestValidationWritesNothing(t *testing.T) {
-	e := newEnv(t, envOpts{})
+	e := apitest.New(t, apitest.Options{})
 	tests := []struct {
 		name, body, ctype string
 		status            int
@@ -122,9 +124,9 @@ func TestValidationWritesNothing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := e.do(http.MethodPost, "/api/messages", e.key, tt.body, map[string]string{"Content-Type": tt.ctype})
-			if r.status != tt.status {
-				t.Fatalf("status %d (%s), want %d", r.status, r.body, tt.status)
+			r := e.Do(http.MethodPost, "/api/messages", e.Key, tt.body, map[string]string{"Content-Type": tt.ctype})
+			if r.Status != tt.status {
+				t.Fatalf("status %d (%s), want %d", r.Status, r.Body, tt.status)
 			}
 			p := assertProblem(t, r, tt.code)
 			if tt.fields != nil {
@@ -139,11 +141,11 @@ func TestValidationWritesNothing(t *testing.T) {
 		})
 	}
 	for _, coll := range []string{"leads", "conversations", "messages", "message_dedup_locks", "idempotency_keys"} {
-		if n := e.countDocs(coll); n != 0 {
+		if n := e.CountDocs(coll); n != 0 {
 			t.Errorf("%s holds %d documents after only invalid requests, want 0", coll, n)
 		}
 	}
-	if n := e.sender.count(); n != 0 {
+	if n := e.Sender.Count(); n != 0 {
 		t.Errorf("sender saw %d messages, want 0", n)
 	}
 }
@@ -151,7 +153,7 @@ func TestValidationWritesNothing(t *testing.T) {
 // 50 concurrent requests for one new contact (different texts, so the
 // duplicate guard lets each through) create one lead and one conversation.
 func TestConcurrentNewContactOneLead(t *testing.T) {
-	e := newEnv(t, envOpts{})
+	e := apitest.New(t, apitest.Options{})
 	const n = 50
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -162,10 +164,10 @@ func TestConcurrentNewContactOneLead(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			<-start
-			r := e.send(fmt.Sprintf(`{"channel":"sms","recipientPhone":"+15550100777","body":"message %d"}`, i))
-			statuses[i] = r.status
-			if r.status < 300 {
-				leads[i], _ = r.json()["leadId"].(string)
+			r := e.Send(fmt.Sprintf(`{"channel":"sms","recipientPhone":"+15550100777","body":"message %d"}`, i))
+			statuses[i] = r.Status
+			if r.Status < 300 {
+				leads[i], _ = r.JSON()["leadId"].(string)
 			}
 		}(i)
 	}
@@ -185,13 +187,13 @@ func TestConcurrentNewContactOneLead(t *testing.T) {
 	if created != 1 {
 		t.Errorf("%d answers said 201 (lead created), want exactly 1", created)
 	}
-	if got := e.countDocs("leads"); got != 1 {
+	if got := e.CountDocs("leads"); got != 1 {
 		t.Errorf("%d leads, want 1", got)
 	}
-	if got := e.countDocs("conversations"); got != 1 {
+	if got := e.CountDocs("conversations"); got != 1 {
 		t.Errorf("%d conversations, want 1", got)
 	}
-	if got := e.sender.count(); got != n {
+	if got := e.Sender.Count(); got != n {
 		t.Errorf("sender saw %d messages, want %d (all texts differ)", got, n)
 	}
 }
@@ -205,18 +207,18 @@ func TestProviderOutcomes(t *testing.T) {
 		{sender.Result{Status: sender.Unknown, Error: "timeout"}, "unknown"},
 	} {
 		t.Run(tt.want, func(t *testing.T) {
-			e := newEnv(t, envOpts{})
-			e.sender.result = tt.result
-			r := e.send(`{"channel":"sms","recipientPhone":"+15550100000","body":"x"}`)
-			if r.status != http.StatusCreated {
-				t.Fatalf("status %d %s", r.status, r.body)
+			e := apitest.New(t, apitest.Options{})
+			e.Sender.Result = tt.result
+			r := e.Send(`{"channel":"sms","recipientPhone":"+15550100000","body":"x"}`)
+			if r.Status != http.StatusCreated {
+				t.Fatalf("status %d %s", r.Status, r.Body)
 			}
-			got := r.json()
+			got := r.JSON()
 			m := got["message"].(map[string]any)
 			if got["status"] != tt.want || m["status"] != tt.want || m["error"] != tt.result.Error {
 				t.Errorf("status %v / message %v, want %s with error", got["status"], m, tt.want)
 			}
-			stored := e.do(http.MethodGet, "/api/messages/"+m["id"].(string), e.key, "", nil).json()["message"].(map[string]any)
+			stored := e.Do(http.MethodGet, "/api/messages/"+m["id"].(string), e.Key, "", nil).JSON()["message"].(map[string]any)
 			if stored["status"] != tt.want {
 				t.Errorf("stored status %v, want %s", stored["status"], tt.want)
 			}

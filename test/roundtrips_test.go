@@ -1,0 +1,94 @@
+package test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/msgapi/msgapi/api/apitest"
+	"github.com/msgapi/msgapi/store"
+)
+
+// Store round trips per request are exact, so their budgets are tests, not
+// benchmarks: each path below fails the build when it costs more.
+
+// delta runs f and returns the commands it sent to the store, by name.
+func delta(st *store.Store, f func()) (int64, map[string]int64) {
+	before, beforeBy := st.RoundTrips.Total(), st.RoundTrips.ByName()
+	f()
+	after := st.RoundTrips.ByName()
+	by := map[string]int64{}
+	for k, v := range after {
+		if d := v - beforeBy[k]; d != 0 {
+			by[k] = d
+		}
+	}
+	return st.RoundTrips.Total() - before, by
+}
+
+func TestRoundTripBudgets(t *testing.T) {
+	e := apitest.New(t, apitest.Options{})
+	first := e.Send(`{"channel":"sms","recipientPhone":"+15550100000","body":"first, creates the lead"}`)
+	if first.Status != http.StatusCreated {
+		t.Fatalf("first send: %d %s", first.Status, first.Body)
+	}
+
+	t.Run("authentication on a warm cache", func(t *testing.T) {
+		// An invalid body is refused after authentication and before any
+		// store work: the whole request must cost nothing.
+		n, by := delta(e.Store, func() {
+			if r := e.Send(`{"channel":"fax"}`); r.Status != http.StatusBadRequest {
+				t.Fatalf("status %d", r.Status)
+			}
+		})
+		if n != 0 {
+			t.Errorf("%d round trips %v, want 0", n, by)
+		}
+	})
+
+	t.Run("new message to a known lead", func(t *testing.T) {
+		n, by := delta(e.Store, func() {
+			if r := e.Send(`{"channel":"sms","recipientPhone":"+15550100000","body":"second"}`); r.Status != http.StatusOK {
+				t.Fatalf("status %d %s", r.Status, r.Body)
+			}
+		})
+		if n > 5 {
+			t.Errorf("%d round trips %v, budget 5", n, by)
+		}
+		t.Logf("new message to a known lead: %d round trips %v", n, by)
+	})
+
+	t.Run("duplicate with the sibling present", func(t *testing.T) {
+		n, by := delta(e.Store, func() {
+			r := e.Send(`{"channel":"sms","recipientPhone":"+15550100000","body":"second"}`)
+			if r.JSON()["duplicateOnly"] != true {
+				t.Fatalf("not a duplicate: %s", r.Body)
+			}
+		})
+		if n > 3 {
+			t.Errorf("%d round trips %v, budget 3", n, by)
+		}
+		// The one insert is the lock attempt that lost; nothing is written.
+		if by["insert"] > 1 || by["update"] != 0 || by["delete"] != 0 {
+			t.Errorf("writes %v, want only the losing lock insert", by)
+		}
+		t.Logf("duplicate: %d round trips %v", n, by)
+	})
+
+	t.Run("Idempotency-Key replay", func(t *testing.T) {
+		body := `{"channel":"sms","recipientPhone":"+15550100000","body":"third"}`
+		hdr := map[string]string{"Idempotency-Key": "budget-1"}
+		e.Do(http.MethodPost, "/api/messages", e.Key, body, hdr)
+		n, by := delta(e.Store, func() {
+			r := e.Do(http.MethodPost, "/api/messages", e.Key, body, hdr)
+			if r.Header.Get("Idempotent-Replayed") != "true" {
+				t.Fatalf("not a replay: %d %s", r.Status, r.Body)
+			}
+		})
+		if n > 1 {
+			t.Errorf("%d round trips %v, budget 1", n, by)
+		}
+	})
+	if got := e.Sender.Count(); got != 3 {
+		t.Errorf("sender saw %d messages, want 3", got)
+	}
+}
