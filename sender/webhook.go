@@ -1,0 +1,130 @@
+package sender
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// WebhookOptions configure a Webhook.
+type WebhookOptions struct {
+	URL     string        // absolute http(s) URL of the relay
+	Secret  string        // key of the HMAC-SHA256 body signature
+	Timeout time.Duration // bound on one call; 0 means 10 s
+	Client  *http.Client  // optional; the default one does not follow redirects
+}
+
+// Webhook POSTs each message as signed JSON to a relay: an iMessage bridge,
+// or anything else that speaks HTTP. The relay authenticates the call with
+// X-Msgapi-Signature (see Sign) and de-duplicates it with Idempotency-Key,
+// which is the message id.
+type Webhook struct {
+	url     string
+	secret  []byte
+	timeout time.Duration
+	client  *http.Client
+}
+
+// NewWebhook checks o and returns a Webhook.
+func NewWebhook(o WebhookOptions) (*Webhook, error) {
+	if err := checkHTTPURL("WebhookOptions.URL", o.URL); err != nil {
+		return nil, err
+	}
+	if o.Secret == "" {
+		return nil, errors.New("sender: WebhookOptions.Secret is required")
+	}
+	timeout, err := timeoutOrDefault("WebhookOptions.Timeout", o.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	client := o.Client
+	if client == nil {
+		client = newHTTPClient()
+	}
+	return &Webhook{url: o.URL, secret: []byte(o.Secret), timeout: timeout, client: client}, nil
+}
+
+// Name returns "webhook".
+func (*Webhook) Name() string { return "webhook" }
+
+// Sign returns the X-Msgapi-Signature value for body: "sha256=" and the hex
+// HMAC-SHA256 of the exact body bytes keyed with secret. A receiver recomputes
+// it and compares with hmac.Equal.
+func Sign(secret, body []byte) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// webhookPayload is the relay contract; its keys are exactly these.
+type webhookPayload struct {
+	MessageID      string         `json:"messageId"`
+	WorkspaceID    string         `json:"workspaceId"`
+	Channel        string         `json:"channel"`
+	RecipientPhone string         `json:"recipientPhone"`
+	RecipientEmail string         `json:"recipientEmail"`
+	Body           string         `json:"body"`
+	Subject        string         `json:"subject"`
+	Attachments    []Attachment   `json:"attachments"`
+	Metadata       map[string]any `json:"metadata"`
+}
+
+// Send POSTs m once. 2xx is Sent (a JSON "id" in the reply becomes the
+// ProviderMessageID), 4xx is Failed, and anything else — 5xx, 3xx, a timeout,
+// a transport error — is Unknown: the relay may have acted before it failed.
+func (w *Webhook) Send(ctx context.Context, m Message) Result {
+	// net/http would refuse the header without sending, and that must not read as Unknown.
+	if strings.ContainsFunc(m.ID, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return failed("webhook: message id %q cannot be an Idempotency-Key", m.ID)
+	}
+	p := webhookPayload{
+		MessageID: m.ID, WorkspaceID: m.WorkspaceID, Channel: m.Channel,
+		RecipientPhone: m.RecipientPhone, RecipientEmail: m.RecipientEmail,
+		Body: m.Body, Subject: m.Subject, Attachments: m.Attachments, Metadata: m.Metadata,
+	}
+	// Receivers get [] and {} rather than null.
+	if p.Attachments == nil {
+		p.Attachments = []Attachment{}
+	}
+	if p.Metadata == nil {
+		p.Metadata = map[string]any{}
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		return failed("encode webhook payload: %v", err)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
+	if err != nil {
+		return failed("build webhook request: %v", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", m.ID)
+	req.Header.Set("X-Msgapi-Signature", Sign(w.secret, body))
+	req.Header.Set("User-Agent", userAgent)
+
+	status, reply, err := post(w.client, req)
+	switch {
+	case err != nil:
+		return unknown("post webhook: %v", err)
+	case status >= 200 && status < 300:
+		var r struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(reply, &r) // the id is optional
+		return Result{Status: Sent, ProviderMessageID: r.ID}
+	case status >= 400 && status < 500:
+		return failed("webhook replied %d: %s", status, snippet(reply))
+	default:
+		return unknown("webhook replied %d: %s", status, snippet(reply))
+	}
+}
