@@ -1,0 +1,357 @@
+// Package idempotency implements the Idempotency-Key header (IETF httpapi
+// draft, Stripe semantics): a request retried with the same key within 24 h
+// gets the first response back byte for byte instead of running again.
+//
+// It decides, per (workspace, method, path, key), whether a request runs,
+// replays, or is refused: 422 when the key was used with a different request,
+// 409 with Retry-After while the first one is still running. Every change of
+// ownership of a record is decided by a unique insert, because that is the
+// only atomic compare-and-swap the embedded engine offers: a claim inserts
+// the record, and replacing a generation of it (a crashed holder's claim, an
+// expired record, our own claim when we complete or release it) first
+// inserts a takeover document named after that generation, which exactly one
+// request can do.
+//
+// Only responses of requests that reached the send stage (MarkSendStage)
+// and ended below 500 are stored. A request that stopped before it releases
+// the key, so a corrected retry runs. A 5xx after the send stage keeps the
+// claim until its lease ends: the message may already exist, so an
+// immediate retry must get 409, and a retry after the lease runs into the
+// duplicate guard, which returns the original message rather than sending
+// a second one.
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/rs/zerolog"
+
+	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/events"
+	"github.com/msgapi/msgapi/store"
+)
+
+// Defaults (SPEC: keys live 24 h from the first request; a holder's lease
+// is 60 s).
+const (
+	DefaultTTL   = 24 * time.Hour
+	DefaultLease = 60 * time.Second
+)
+
+const (
+	// ReplayedHeader marks a replayed response.
+	ReplayedHeader = "Idempotent-Replayed"
+	// retryAfter is what a 409 suggests: sends take well under a second.
+	retryAfter = time.Second
+	// finishTimeout bounds storing or releasing after the response; it runs
+	// even when the client has gone away.
+	finishTimeout = 10 * time.Second
+	// attempts bounds the read-decide loop when other requests keep
+	// changing the record under us.
+	attempts = 4
+)
+
+// Options configure New.
+type Options struct {
+	Store *store.Store
+	// TTL is how long a key lives, counted from the first request (default 24h).
+	TTL time.Duration
+	// Lease is how long an in-progress claim is protected; past it the
+	// holder is presumed dead and the next request takes over (default 60s).
+	Lease time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// WorkspaceID returns the authenticated workspace (set by earlier middleware).
+	WorkspaceID func(c echo.Context) string
+	// Body returns the already-read request body (earlier middleware
+	// enforces the size limit).
+	Body func(c echo.Context) []byte
+}
+
+// Keys is the Idempotency-Key store and middleware.
+type Keys struct {
+	store       *store.Store
+	ttl, lease  time.Duration
+	now         func() time.Time
+	workspaceID func(c echo.Context) string
+	body        func(c echo.Context) []byte
+}
+
+// New returns Keys. Store, WorkspaceID and Body are required.
+func New(o Options) *Keys {
+	if o.Store == nil || o.WorkspaceID == nil || o.Body == nil {
+		panic("idempotency.New: Store, WorkspaceID and Body are required")
+	}
+	k := &Keys{store: o.Store, ttl: o.TTL, lease: o.Lease, now: o.Now, workspaceID: o.WorkspaceID, body: o.Body}
+	if k.ttl <= 0 {
+		k.ttl = DefaultTTL
+	}
+	if k.lease <= 0 {
+		k.lease = DefaultLease
+	}
+	if k.now == nil {
+		k.now = time.Now
+	}
+	return k
+}
+
+// stage is the per-request holder MarkSendStage sets.
+type stage struct{ reached atomic.Bool }
+
+type stageKey struct{}
+
+// MarkSendStage records that the request reached the send stage: its
+// message document is written, so its response must be stored and a retry
+// must never run it again. It is a no-op for requests without the header.
+func MarkSendStage(ctx context.Context) {
+	if s, ok := ctx.Value(stageKey{}).(*stage); ok {
+		s.reached.Store(true)
+	}
+}
+
+// request is what the middleware knows about the request at hand.
+type request struct {
+	id, fingerprint string
+	workspace, key  string
+	method, path    string
+	log             *zerolog.Logger
+}
+
+// Middleware applies the Idempotency-Key header. Mount it after
+// authentication and body reading, before validation.
+//
+// Round trips: no header 0; replay, 409 and 422 1; a request that runs 4
+// (read, claim insert, then the takeover insert on its own claim and the
+// write that stores or releases it); a request that takes over a dead or
+// expired record 5 (the claim is a takeover insert plus a rewrite); a request
+// that loses a claim or takeover race 3 (read, insert, read again).
+func (k *Keys) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		vals := r.Header.Values(Header)
+		if len(vals) == 0 {
+			return next(c)
+		}
+		if len(vals) > 1 {
+			return invalidKey("send one Idempotency-Key header, not several")
+		}
+		key, err := ParseKey(vals[0])
+		if err != nil {
+			return err
+		}
+		ws := k.workspaceID(c)
+		if ws == "" {
+			return errors.New("idempotency: no authenticated workspace; mount the middleware after authentication")
+		}
+		q := request{
+			id:          RecordID(ws, r.Method, r.URL.Path, key),
+			fingerprint: Fingerprint(r.Method, r.URL.Path, k.body(c)),
+			workspace:   ws, key: key, method: r.Method, path: r.URL.Path,
+			log: zerolog.Ctx(r.Context()),
+		}
+
+		claim, replay, err := k.acquire(r.Context(), q)
+		if err != nil {
+			return err
+		}
+		if replay != nil {
+			q.event(zerolog.InfoLevel, events.IdempotentReplay).Int("status", replay.Status).Msg("idempotent replay")
+			return writeReplay(c, replay)
+		}
+		return k.run(c, next, q, claim)
+	}
+}
+
+// writeReplay writes the stored response byte for byte.
+func writeReplay(c echo.Context, rec *record) error {
+	res := c.Response()
+	if rec.ContentType != "" { // else net/http sniffs it again, as it did the first time
+		res.Header().Set(echo.HeaderContentType, rec.ContentType)
+	}
+	res.Header().Set(ReplayedHeader, "true")
+	res.WriteHeader(rec.Status)
+	_, err := res.Write(rec.Body)
+	return err
+}
+
+// run calls next while holding claim, then stores the response or releases
+// the claim.
+func (k *Keys) run(c echo.Context, next echo.HandlerFunc, q request, claim record) error {
+	st := &stage{}
+	c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), stageKey{}, st)))
+	res := c.Response()
+	w := &capture{ResponseWriter: res.Writer}
+	res.Writer = w
+	err := func() error {
+		defer func() { res.Writer = w.ResponseWriter }()
+		err := next(c)
+		if err != nil {
+			c.Error(err) // render now, so the response is complete and captured
+		}
+		return err
+	}()
+	// A panic in next skips this: the claim stays until its lease ends,
+	// which is the safe side (409, then a takeover the duplicate guard covers).
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), finishTimeout)
+	defer cancel()
+	switch {
+	case !st.reached.Load():
+		k.release(ctx, q, claim)
+	case w.status == 0 || w.status >= 500 || w.overflow:
+		q.event(zerolog.WarnLevel, "").Int("status", w.status).Bool("overflow", w.overflow).
+			Msg("response after the send stage not stored; the key stays in progress until its lease ends")
+	default:
+		k.complete(ctx, q, claim, w)
+	}
+	return err
+}
+
+// acquire decides the request: a claim to run under, a completed record to
+// replay, or an error (409, 422, 503).
+func (k *Keys) acquire(ctx context.Context, q request) (claim record, replay *record, err error) {
+	lost := map[string]bool{} // generations whose takeover another request won
+	for range attempts {
+		rec, found, err := k.find(ctx, q.id)
+		if err != nil {
+			return record{}, nil, msgapi.Unavailable(err)
+		}
+		now := k.now()
+		switch {
+		case !found:
+			claim = k.newClaim(q, now, now, now.Add(k.ttl))
+			err := k.insert(ctx, claim)
+			if err == nil {
+				return claim, nil, nil
+			}
+			if !store.IsDuplicateKey(err) {
+				return record{}, nil, msgapi.Unavailable(err)
+			}
+			continue // another request claimed it first: follow its record
+
+		case !rec.ExpiresAt.After(now):
+			// Expired: a new first request, whatever the record says and
+			// whether or not the TTL monitor has removed it yet.
+			if lost[rec.Token] {
+				return record{}, nil, k.inFlight(q, retryAfter)
+			}
+			claim = k.newClaim(q, now, now, now.Add(k.ttl))
+			won, err := k.takeOver(ctx, rec, claim, now)
+			if err != nil {
+				return record{}, nil, msgapi.Unavailable(err)
+			}
+			if won {
+				return claim, nil, nil
+			}
+			lost[rec.Token] = true
+			continue
+
+		case rec.Fingerprint != q.fingerprint:
+			q.event(zerolog.InfoLevel, events.IdempotencyConflict).Str("reason", "fingerprint_mismatch").Str("state", rec.State).
+				Msg("idempotency key reused with a different request")
+			return record{}, nil, &msgapi.Error{
+				Code:    msgapi.CodeIdempotencyMismatch,
+				Message: "this Idempotency-Key was already used with a different request (method, path or body); use a new key for a new request",
+			}
+
+		case rec.State == stateCompleted:
+			return record{}, &rec, nil
+
+		case now.Before(rec.LeaseUntil):
+			return record{}, nil, k.inFlight(q, min(retryAfter, rec.LeaseUntil.Sub(now)))
+
+		case lost[rec.Token]:
+			// We lost the takeover and the winner has not rewritten the
+			// record yet: it is running now.
+			return record{}, nil, k.inFlight(q, retryAfter)
+
+		default:
+			// The holder's lease ended without a result: it crashed (or is
+			// far slower than the lease). Take over, keeping the key's
+			// lifetime counted from the first request.
+			claim = k.newClaim(q, now, rec.CreatedAt, rec.ExpiresAt)
+			won, err := k.takeOver(ctx, rec, claim, now)
+			if err != nil {
+				return record{}, nil, msgapi.Unavailable(err)
+			}
+			if won {
+				q.event(zerolog.WarnLevel, "").Str("replacedToken", rec.Token).Time("leaseUntil", rec.LeaseUntil).
+					Msg("idempotency claim taken over from a holder whose lease ended")
+				return claim, nil, nil
+			}
+			lost[rec.Token] = true
+		}
+	}
+	return record{}, nil, k.inFlight(q, retryAfter)
+}
+
+func (k *Keys) newClaim(q request, now, created, expires time.Time) record {
+	return record{
+		ID: q.id, WorkspaceID: q.workspace, Method: q.method, Path: q.path,
+		Fingerprint: q.fingerprint, State: stateInProgress, Token: newToken(),
+		ClaimedAt: now, LeaseUntil: now.Add(k.lease), CreatedAt: created, ExpiresAt: expires,
+	}
+}
+
+func (k *Keys) inFlight(q request, after time.Duration) error {
+	q.event(zerolog.InfoLevel, events.IdempotencyConflict).Str("reason", "in_flight").Dur("retryAfter", after).
+		Msg("idempotency key in use by a request still in progress")
+	return &msgapi.Error{
+		Code:       msgapi.CodeIdempotencyInFlight,
+		Message:    "a request with this Idempotency-Key is still being processed; retry after it completes",
+		RetryAfter: after,
+	}
+}
+
+// complete stores the captured response under the claim, if the claim is
+// still ours: winning the takeover of our own generation proves nobody took
+// it over, and stops anybody from doing so while we rewrite it.
+func (k *Keys) complete(ctx context.Context, q request, claim record, w *capture) {
+	now := k.now()
+	won, err := k.win(ctx, claim.ID, claim.Token, "", now)
+	if err != nil || !won {
+		q.event(zerolog.WarnLevel, "").Err(err).Bool("takenOver", !won && err == nil).
+			Msg("idempotent response not stored: the claim was lost or the store failed")
+		return
+	}
+	done := claim
+	done.State = stateCompleted
+	done.Token = newToken() // a new generation, so that it can expire and be taken over in turn
+	done.Status = w.status
+	done.ContentType = w.contentType
+	done.Body = w.body.Bytes()
+	done.CompletedAt = now
+	if err := k.put(ctx, done); err != nil {
+		q.event(zerolog.ErrorLevel, "").Err(err).Msg("idempotent response not stored")
+	}
+}
+
+// release deletes our claim so that a corrected retry runs.
+func (k *Keys) release(ctx context.Context, q request, claim record) {
+	won, err := k.win(ctx, claim.ID, claim.Token, "", k.now())
+	if err == nil && won {
+		err = k.remove(ctx, claim.ID)
+	}
+	if err != nil {
+		q.event(zerolog.WarnLevel, "").Err(err).Msg("idempotency claim not released; it frees itself when its lease ends")
+	}
+}
+
+// event starts a log line about this request's key on the request logger.
+// The key is caller-chosen and not secret, so it is in the line; the record
+// id is what ops search by. Neither is ever a Loki label.
+func (q request) event(level zerolog.Level, name string) *zerolog.Event {
+	e := q.log.WithLevel(level)
+	if name != "" {
+		e = e.Str("event", name)
+	}
+	return e.Str("workspaceId", q.workspace).
+		Str("idempotencyRecordId", q.id).
+		Str("idempotencyKey", q.key).
+		Str("method", q.method).
+		Str("path", q.path)
+}

@@ -1,0 +1,164 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/msgapi/msgapi/store"
+)
+
+// Collection names.
+const (
+	keysCollection      = "idempotency_keys"
+	takeoversCollection = "idempotency_takeovers"
+)
+
+// Collections are the collections this package needs; cmd/msgapi hands them
+// to store.Ensure. expiresAt is garbage collection only: readers treat an
+// expired record as absent whether or not it is still stored.
+var Collections = []store.Collection{
+	{Name: keysCollection, ExpiresField: "expiresAt"},
+	{Name: takeoversCollection, ExpiresField: "expiresAt"},
+}
+
+// Record states.
+const (
+	stateInProgress = "in_progress"
+	stateCompleted  = "completed"
+)
+
+// record is one document of idempotency_keys. Every generation of a record
+// (a claim, a completion) carries a fresh random token; the token names the
+// generation that a takeover replaces.
+type record struct {
+	ID          string    `bson:"_id"`
+	WorkspaceID string    `bson:"workspaceId"`
+	Method      string    `bson:"method"`
+	Path        string    `bson:"path"`
+	Fingerprint string    `bson:"fingerprint"`
+	State       string    `bson:"state"`
+	Token       string    `bson:"token"`
+	ClaimedAt   time.Time `bson:"claimedAt"`
+	LeaseUntil  time.Time `bson:"leaseUntil"`
+	Status      int       `bson:"status,omitempty"`
+	ContentType string    `bson:"contentType,omitempty"`
+	Body        []byte    `bson:"body,omitempty"`
+	CompletedAt time.Time `bson:"completedAt,omitempty"`
+	CreatedAt   time.Time `bson:"createdAt"`
+	ExpiresAt   time.Time `bson:"expiresAt"`
+}
+
+// takeover is one document of idempotency_takeovers: proof that exactly one
+// request replaced the record generation named by (RecordID, Replaced).
+type takeover struct {
+	ID        string    `bson:"_id"`
+	RecordID  string    `bson:"recordId"`
+	Replaced  string    `bson:"replacedToken"`
+	By        string    `bson:"byToken,omitempty"`
+	At        time.Time `bson:"at"`
+	ExpiresAt time.Time `bson:"expiresAt"`
+}
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails on supported platforms (crypto/rand docs)
+	return hex.EncodeToString(b[:])
+}
+
+// byID is the only filter shape this package uses: the one the embedded
+// engine pushes down to its _id index (and the one that stays on one shard).
+func byID(id string) bson.D { return bson.D{{Key: "_id", Value: id}} }
+
+// find reads the record; found is false when there is none.
+func (k *Keys) find(ctx context.Context, id string) (rec record, found bool, err error) {
+	err = k.store.Collection(keysCollection).FindOne(ctx, byID(id)).Decode(&rec)
+	switch {
+	case err == nil:
+		return rec, true, nil
+	case store.IsNotFound(err):
+		return record{}, false, nil
+	default:
+		return record{}, false, fmt.Errorf("read idempotency record %s: %w", id, err)
+	}
+}
+
+// insert claims an absent record. A duplicate-key error (someone else's
+// insert won) is returned as is for store.IsDuplicateKey.
+func (k *Keys) insert(ctx context.Context, rec record) error {
+	_, err := k.store.Collection(keysCollection).InsertOne(ctx, rec)
+	return err
+}
+
+// win inserts the takeover document for generation (recordID, token). Only
+// one insert of it can ever succeed, so won is true for exactly one caller:
+// the one entitled to rewrite or delete that generation. This is the
+// compare-and-swap the embedded engine's conditional updates cannot give.
+func (k *Keys) win(ctx context.Context, recordID, token, by string, now time.Time) (won bool, err error) {
+	// A takeover document only has to outlive the moment between a reader's
+	// read of the generation and its insert; it lives a lease (at least a
+	// minute), so a winner that died before rewriting the record blocks the
+	// key only until the TTL index or the reaper removes the document.
+	life := max(k.lease, time.Minute)
+	_, err = k.store.Collection(takeoversCollection).InsertOne(ctx, takeover{
+		ID: takeoverID(recordID, token), RecordID: recordID, Replaced: token, By: by,
+		At: now, ExpiresAt: now.Add(life),
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case store.IsDuplicateKey(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("take over idempotency record %s: %w", recordID, err)
+	}
+}
+
+// takeOver replaces generation old with the claim next. won is false when
+// another request took it over first.
+func (k *Keys) takeOver(ctx context.Context, old, next record, now time.Time) (won bool, err error) {
+	won, err = k.win(ctx, old.ID, old.Token, next.Token, now)
+	if !won || err != nil {
+		return false, err
+	}
+	if err := k.put(ctx, next); err != nil {
+		// Our rewrite did not land (or we cannot tell): give the generation
+		// back so the next request can take it over instead of waiting for
+		// the takeover document to expire. Safe either way: if the rewrite
+		// did land, the record no longer carries old.Token.
+		_, _ = k.store.Collection(takeoversCollection).DeleteOne(context.WithoutCancel(ctx), byID(takeoverID(old.ID, old.Token)))
+		if store.IsDuplicateKey(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// put writes rec over the record with its _id. Only a caller that won the
+// takeover of the current generation calls it. If the record vanished
+// meanwhile (the reaper deleted it), the write becomes an insert, which a
+// concurrent claim of the empty slot may win: then put returns the
+// duplicate-key error.
+func (k *Keys) put(ctx context.Context, rec record) error {
+	res, err := k.store.Collection(keysCollection).ReplaceOne(ctx, byID(rec.ID), rec)
+	if err != nil {
+		return fmt.Errorf("write idempotency record %s: %w", rec.ID, err)
+	}
+	if res.MatchedCount == 0 {
+		return k.insert(ctx, rec)
+	}
+	return nil
+}
+
+// remove deletes the record. Only the winner of its current generation calls it.
+func (k *Keys) remove(ctx context.Context, id string) error {
+	if _, err := k.store.Collection(keysCollection).DeleteOne(ctx, byID(id)); err != nil {
+		return fmt.Errorf("delete idempotency record %s: %w", id, err)
+	}
+	return nil
+}
