@@ -1,0 +1,80 @@
+package guard
+
+import (
+	"context"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/events"
+)
+
+// releaseMargin: Release leaves alone a lock this close to expiry. It is free
+// to take over anyway, and deleting it could race the TTL monitor (or the
+// reaper) deleting it first and a fresh insert winning in between.
+const releaseMargin = 2 * time.Second
+
+// Release frees the lock held for messageID when the request failed before
+// writing its message, only if messageID still holds it. It costs three round
+// trips: the claim on messageID's generation, the lock read, the delete.
+//
+// A lost claim means the lock was already taken over (or released): it is
+// someone else's and Release does nothing. Same-process waiters on messageID
+// wake up and decide again; the first to insert sends.
+func (g *Guard) Release(ctx context.Context, lockID, messageID string) error {
+	defer g.finish(messageID, false) // after the delete, so waiters find the lock gone
+	claimed, err := g.claim(ctx, lockID, "", messageID, msgapi.NewID("rel"), reasonReleased)
+	if err != nil || !claimed {
+		return err
+	}
+	// Nobody else can claim this generation now, so the lock cannot change
+	// hands between this read and the delete.
+	v, err := g.observe(ctx, lockID)
+	if err != nil || v == nil || v.lock.MessageID != messageID {
+		return err
+	}
+	if !g.now().Before(v.lock.ExpiresAt.Add(-releaseMargin)) {
+		return nil
+	}
+	if _, err := g.locks.DeleteOne(ctx, byID(lockID)); err != nil {
+		return unavailable("release lock", lockID, err)
+	}
+	return nil
+}
+
+// Delete removes a workspace's lock (operator action), so that the next
+// identical message is sent. Another workspace's or a missing lock is a
+// *msgapi.Error with CodeNotFound.
+//
+// Delete claims the lock's current generation first, like a takeover, so that
+// no takeover or release in flight rewrites the lock after it is deleted.
+// Requests already waiting on the deleted holder keep waiting for its message.
+func (g *Guard) Delete(ctx context.Context, workspaceID, lockID string) error {
+	v, err := g.observe(ctx, lockID)
+	for step := 0; step < maxSteps; step++ {
+		if err != nil {
+			return err
+		}
+		if v == nil || v.lock.WorkspaceID != workspaceID {
+			return msgapi.Errorf(msgapi.CodeNotFound, "no duplicate lock %s in this workspace", lockID)
+		}
+		claimed, cerr := g.claim(ctx, lockID, workspaceID, v.h.messageID, msgapi.NewID("del"), reasonDeleted)
+		if cerr != nil {
+			return cerr
+		}
+		if !claimed {
+			v, err = g.successor(ctx, lockID, v)
+			continue
+		}
+		if _, err := g.locks.DeleteOne(ctx, byID(lockID)); err != nil {
+			return unavailable("delete lock", lockID, err)
+		}
+		g.event(ctx, zerolog.InfoLevel, events.DedupLockDeleted, workspaceID, lockID).
+			Str("siblingMessageId", v.lock.MessageID).
+			Int64("siblingAgeMs", ageMs(g.now(), v.lock.CreatedAt)).
+			Msg("duplicate lock deleted by operator")
+		return nil
+	}
+	return unavailable("delete: too many changes of holder of", lockID, errContention)
+}
