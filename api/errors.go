@@ -109,7 +109,8 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		return
 	}
 	p, e := problemFor(err, requestID(c), c.Request().URL.Path)
-	log := logger(c)
+	l := logger(c).With().Str("workspaceId", WorkspaceID(c)).Logger()
+	log := &l
 	if p.Status >= 500 {
 		log.Error().Err(err).Str("code", string(p.Code)).Msg("request failed")
 	} else if e.Err != nil {

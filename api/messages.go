@@ -227,7 +227,7 @@ func (s *Server) recordOutcome(c echo.Context, m *messages.Message) {
 	if m.Status != messages.StatusSent {
 		ev = log.Warn().Str("event", events.SendFailed).Str("error", m.Error)
 	}
-	ev.Str("messageId", m.ID).Str("channel", m.Channel).Str("provider", m.Provider).Str("status", m.Status).Msg("send outcome")
+	ev.Str("workspaceId", m.WorkspaceID).Str("messageId", m.ID).Str("channel", m.Channel).Str("provider", m.Provider).Str("status", m.Status).Msg("send outcome")
 	if s.opts.Send.Metrics != nil {
 		s.opts.Send.Metrics.Sent(m.Channel, m.Status)
 	}
@@ -277,6 +277,5 @@ func (s *Server) deleteDedupLock(c echo.Context) error {
 	if err := s.opts.Send.Guard.Delete(c.Request().Context(), WorkspaceID(c), id); err != nil {
 		return err
 	}
-	logger(c).Info().Str("event", events.DedupLockDeleted).Str("lockId", id).Msg("dedup lock deleted by operator")
 	return writeJSON(c, http.StatusOK, echo.MIMEApplicationJSON, map[string]any{"success": true, "deleted": true, "lockId": id})
 }

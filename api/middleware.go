@@ -95,9 +95,9 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
+		// workspaceId is not added to the request logger: the guard and the
+		// Idempotency-Key events carry it themselves (one key per line).
 		c.Set(ctxWorkspace, ws)
-		l := logger(c).With().Str("workspaceId", ws.ID).Logger()
-		c.SetRequest(c.Request().WithContext(l.WithContext(c.Request().Context())))
 		return next(c)
 	}
 }
