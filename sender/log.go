@@ -36,8 +36,13 @@ func (l *Log) Send(ctx context.Context, m Message) Result {
 		return failed("log sender: %v", ctx.Err())
 	case <-timer.C:
 	}
+	// The request's logger when there is one (its requestId), else ours.
 	// Never the body or the recipient at info level.
-	l.log.Info().Str("event", EventLogDelivered).
+	log := zerolog.Ctx(ctx)
+	if log.GetLevel() == zerolog.Disabled {
+		log = &l.log
+	}
+	log.Info().Str("event", EventLogDelivered).
 		Str("messageId", m.ID).Str("workspaceId", m.WorkspaceID).Str("channel", m.Channel).
 		Msg("message recorded as sent; no provider was contacted")
 	return Result{Status: Sent, ProviderMessageID: "log-" + m.ID}
