@@ -10,12 +10,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
 	"github.com/msgapi/msgapi/api"
+	"github.com/msgapi/msgapi/events"
 	"github.com/msgapi/msgapi/guard"
 	"github.com/msgapi/msgapi/idempotency"
 	"github.com/msgapi/msgapi/messages"
+	"github.com/msgapi/msgapi/metrics"
 	"github.com/msgapi/msgapi/sender"
 	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/workspace"
@@ -169,7 +172,29 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	log := newLogger(stdout, v.str("MSGAPI_LOG_LEVEL")).With().Str("env", v.str("MSGAPI_ENV")).Logger()
+	// Every line goes to stdout and to the metrics (counted by event name);
+	// with MSGAPI_LOKI_URL also to Loki, through a queue that never blocks.
+	// The shipper reports its own trouble to stdout only (base).
+	base := newLogger(stdout, v.str("MSGAPI_LOG_LEVEL")).With().Str("env", v.str("MSGAPI_ENV")).Logger()
+	met := metrics.New()
+	sinks := []io.Writer{stdout, met.Events()}
+	if u := v.str("MSGAPI_LOKI_URL"); u != "" {
+		lk, err := events.NewLoki(events.LokiOptions{URL: u, App: "msgapi", Env: v.str("MSGAPI_ENV"), Buffer: c.lokiBuffer, Log: base})
+		if err != nil {
+			return fmt.Errorf("MSGAPI_LOKI_URL: %w", err)
+		}
+		defer func() { // last: the shutdown lines are shipped too
+			if err := lk.Close(); err != nil {
+				base.Warn().Err(err).Msg("loki: final flush incomplete")
+			}
+		}()
+		met.WatchLoki(lk.Stats)
+		sinks = append(sinks, lk)
+	}
+	log := newLogger(zerolog.MultiLevelWriter(sinks...), v.str("MSGAPI_LOG_LEVEL")).With().Str("env", v.str("MSGAPI_ENV")).Logger()
+	if v.str("MSGAPI_LOKI_URL") != "" {
+		log.Info().Int("buffer", c.lokiBuffer).Msg("shipping events to Loki (MSGAPI_LOKI_URL)")
+	}
 
 	senders, err := buildSenders(c, log)
 	if err != nil {
@@ -192,6 +217,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if len(st.Reaped()) > 0 {
 		log.Info().Strs("collections", st.Reaped()).Dur("interval", c.reaperInterval).Msg("store has no TTL indexes: the reaper deletes expired documents")
 	}
+	st.RoundTrips.Observe(met.StoreCommand)
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
 	go st.RunReaper(bg, c.reaperInterval)
@@ -207,7 +233,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Workspaces:  ws,
 		AdminToken:  v["MSGAPI_ADMIN_TOKEN"],
 		Idempotency: idem.Middleware,
-		Send:        api.SendOptions{Messages: ms, Guard: g, Senders: senders, DefaultRegion: v.str("MSGAPI_DEFAULT_REGION")},
+		Send:        api.SendOptions{Messages: ms, Guard: g, Senders: senders, DefaultRegion: v.str("MSGAPI_DEFAULT_REGION"), Metrics: met},
+		Middleware:  []echo.MiddlewareFunc{met.Middleware},
+		Extra:       met.Mount, // GET /metrics
 	})
 	if v["MSGAPI_ADMIN_TOKEN"] == "" {
 		log.Info().Msg("admin API disabled (set MSGAPI_ADMIN_TOKEN to enable /admin/*)")

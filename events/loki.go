@@ -1,0 +1,318 @@
+package events
+
+// This file is the Loki shipper: the only code that knows how lines reach
+// Loki. It decides that logging never waits for Loki. loki-client-go's
+// Handle blocks its caller for as long as Loki is unreachable (unbuffered
+// entry channel, retries for minutes) and so does Stop, so the client sits
+// behind our own bounded queue, drained by one goroutine: a full queue drops
+// the line and counts it, and the final flush on shutdown has a time bound.
+// Replacing the client by a plain HTTP push changes this file only.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	kitlog "github.com/go-kit/kit/log"
+	kitlevel "github.com/go-kit/kit/log/level"
+	"github.com/grafana/loki-client-go/loki"
+	"github.com/grafana/loki-client-go/pkg/backoff"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
+	"github.com/rs/zerolog"
+)
+
+// LokiOptions configure NewLoki.
+type LokiOptions struct {
+	// URL is Loki's push endpoint, e.g. http://loki:3100/loki/api/v1/push.
+	URL string
+	// App and Env are the constant labels app and env (omitted when empty).
+	App, Env string
+	// Buffer is how many lines may wait while Loki is slow or down; past it
+	// lines are dropped and counted. Default 10000.
+	Buffer int
+	// FlushTimeout bounds Close. Default 5 s.
+	FlushTimeout time.Duration
+	// BatchWait is the longest a line waits in the client's batch. Default 1 s.
+	BatchWait time.Duration
+	// Log receives the shipper's own diagnostics. It must not write to this
+	// Loki writer: a failing push would feed its own queue.
+	Log zerolog.Logger
+}
+
+// LokiStats are the shipper's counters since start.
+type LokiStats struct {
+	Queued     int    // lines waiting in the queue now
+	Handed     uint64 // lines handed to the client for batching and sending
+	QueueFull  uint64 // dropped: the queue was full (Loki slow or down)
+	Shutdown   uint64 // dropped: still queued when the final flush ran out of time, or written after Close
+	PushFailed uint64 // dropped by the client after its retries
+}
+
+// Loki is an io.Writer for zerolog (zerolog.MultiLevelWriter(stdout, loki)):
+// each JSON line becomes one Loki entry labelled app, env, level and event.
+// Write never blocks and never fails.
+type Loki struct {
+	opts   LokiOptions
+	client lokiClient
+	failed func() uint64 // the client's own count of lines it gave up on
+
+	mu     sync.RWMutex // Write holds it shared; Close exclusively, to flip closed
+	closed bool
+	queue  chan lokiLine
+	quit   chan struct{} // closed by Close: hand over what is queued, then stop
+	done   chan struct{} // closed when the drainer has handed everything over
+
+	handed, queueFull, shutdown atomic.Uint64
+}
+
+type lokiLine struct {
+	t            time.Time
+	level, event string
+	line         string
+}
+
+// lokiClient is what the drainer needs from loki-client-go (tests fake it).
+type lokiClient interface {
+	Handle(ls model.LabelSet, t time.Time, line string) error
+	Stop()
+}
+
+// Client retry policy. The defaults (up to 10 retries, backoff to 5 min)
+// keep one batch, and so our queue, stuck for 8.5 minutes after Loki comes
+// back; these give up on a batch after about 90 s and pick up within 30 s.
+var lokiBackoff = backoff.BackoffConfig{MinBackoff: 500 * time.Millisecond, MaxBackoff: 30 * time.Second, MaxRetries: 8}
+
+// NewLoki starts the shipper. Close it to flush on shutdown.
+func NewLoki(o LokiOptions) (*Loki, error) {
+	u, err := url.Parse(o.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errors.New("loki push URL: want http(s)://host[:port]/loki/api/v1/push") // the URL may hold a password
+	}
+	cfg, err := loki.NewDefaultConfig(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("loki push URL %s: %w", u.Redacted(), err)
+	}
+	cfg.BackoffConfig = lokiBackoff
+	if o.BatchWait > 0 {
+		cfg.BatchWait = o.BatchWait
+	}
+	c, err := loki.NewWithLogger(cfg, kitLogger(o.Log))
+	if err != nil {
+		return nil, fmt.Errorf("loki client: %w", err)
+	}
+	return newLoki(o, c, func() uint64 { return clientDropped(u.Host) }), nil
+}
+
+func newLoki(o LokiOptions, c lokiClient, failed func() uint64) *Loki {
+	if o.Buffer <= 0 {
+		o.Buffer = 10000
+	}
+	if o.FlushTimeout <= 0 {
+		o.FlushTimeout = 5 * time.Second
+	}
+	l := &Loki{
+		opts:   o,
+		client: c,
+		failed: failed,
+		queue:  make(chan lokiLine, o.Buffer),
+		quit:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	go l.drain()
+	return l
+}
+
+// Write queues one line. It copies p (zerolog reuses its buffer).
+func (l *Loki) Write(p []byte) (int, error) {
+	level, event := lineLabels(p)
+	e := lokiLine{t: time.Now(), level: level, event: event, line: string(bytes.TrimRight(p, "\r\n"))}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		l.shutdown.Add(1)
+		return len(p), nil
+	}
+	select {
+	case l.queue <- e:
+	default:
+		l.queueFull.Add(1)
+	}
+	return len(p), nil
+}
+
+// drain is the one goroutine that talks to the client. Handle may block it
+// for a long time; meanwhile Write fills the queue and then drops.
+func (l *Loki) drain() {
+	defer close(l.done)
+	for {
+		select {
+		case e := <-l.queue:
+			l.push(e)
+		case <-l.quit:
+			for {
+				select {
+				case e := <-l.queue:
+					l.push(e)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (l *Loki) push(e lokiLine) {
+	ls := make(model.LabelSet, 4)
+	set := func(k model.LabelName, v string) {
+		if v != "" { // Loki treats an empty label as absent: {event=""} selects lines without one
+			ls[k] = model.LabelValue(v)
+		}
+	}
+	set("app", l.opts.App)
+	set("env", l.opts.Env)
+	set("level", e.level)
+	set("event", e.event)
+	_ = l.client.Handle(ls, e.t, e.line) // it never fails; a batch it gives up on is counted by failed
+	l.handed.Add(1)
+}
+
+// Close stops accepting lines, hands the queued ones to the client and
+// lets it send its last batch, waiting at most FlushTimeout. Lines still
+// queued then are dropped and counted; the client's last batch may be lost
+// uncounted. Close is safe to call more than once.
+func (l *Loki) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	close(l.quit)
+
+	stopped := make(chan struct{})
+	go func() {
+		<-l.done
+		l.client.Stop() // sends the pending batch, with retries
+		close(stopped)
+	}()
+	timer := time.NewTimer(l.opts.FlushTimeout)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+		return nil
+	case <-timer.C:
+	}
+	// The drainer is stuck in Handle or the client in its retries; both
+	// goroutines end with the process.
+	var lost uint64
+	for len(l.queue) > 0 {
+		select {
+		case <-l.queue:
+			lost++
+		default: // the drainer took it
+		}
+	}
+	l.shutdown.Add(lost)
+	return fmt.Errorf("loki: final flush did not finish within %s; %d queued lines dropped", l.opts.FlushTimeout, lost)
+}
+
+// Stats reads the counters.
+func (l *Loki) Stats() LokiStats {
+	return LokiStats{
+		Queued:     len(l.queue),
+		Handed:     l.handed.Load(),
+		QueueFull:  l.queueFull.Load(),
+		Shutdown:   l.shutdown.Load(),
+		PushFailed: l.failed(),
+	}
+}
+
+// lineLabels takes level and event from one zerolog JSON line. Values that
+// do not look like ours are replaced, so a stray value can never create an
+// unbounded number of streams.
+func lineLabels(p []byte) (level, event string) {
+	var f struct {
+		Level string `json:"level"`
+		Event string `json:"event"`
+	}
+	if json.Unmarshal(p, &f) != nil {
+		return "", ""
+	}
+	switch f.Level {
+	case "", "trace", "debug", "info", "warn", "error", "fatal", "panic":
+		level = f.Level
+	default:
+		level = "other"
+	}
+	event = f.Event
+	if !labelSafe(event) {
+		event = "other"
+	}
+	return level, event
+}
+
+// labelSafe accepts event names shaped like the constants in events.go.
+func labelSafe(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// kitLogger routes the client's warnings (failed pushes, retries) to log.
+func kitLogger(log zerolog.Logger) kitlog.Logger {
+	return kitlevel.NewFilter(kitlog.LoggerFunc(func(kv ...any) error {
+		lvl, msg, fields := zerolog.WarnLevel, "", make([]any, 0, len(kv))
+		for i := 0; i+1 < len(kv); i += 2 {
+			switch k := fmt.Sprint(kv[i]); k {
+			case "level":
+				if fmt.Sprint(kv[i+1]) == "error" {
+					lvl = zerolog.ErrorLevel
+				}
+			case "msg":
+				msg = fmt.Sprint(kv[i+1])
+			case "component": // ours says more
+			default:
+				fields = append(fields, k, fmt.Sprint(kv[i+1]))
+			}
+		}
+		log.WithLevel(lvl).Str("component", "loki-client").Fields(fields).Msg(msg)
+		return nil
+	}), kitlevel.AllowWarn())
+}
+
+// clientDropped reads the count of lines the client gave up on after its
+// retries: it reports them only through its own metric, which its init
+// registers on Prometheus' default registry.
+func clientDropped(host string) uint64 {
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil && len(mfs) == 0 {
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "promtail_dropped_entries_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == loki.HostLabel && lp.GetValue() == host {
+					return uint64(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,43 @@
+package metrics
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgapi/msgapi/events"
+)
+
+// lokiCollector reads the shipper's counters at scrape time, so the shipper
+// keeps plain atomics and knows nothing of Prometheus.
+type lokiCollector struct {
+	dropped, queued *prometheus.Desc
+
+	mu    sync.Mutex
+	stats func() events.LokiStats
+}
+
+func (c *lokiCollector) set(f func() events.LokiStats) {
+	c.mu.Lock()
+	c.stats = f
+	c.mu.Unlock()
+}
+
+func (c *lokiCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.dropped
+	ch <- c.queued
+}
+
+func (c *lokiCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	f := c.stats
+	c.mu.Unlock()
+	var s events.LokiStats
+	if f != nil {
+		s = f()
+	}
+	for reason, n := range map[string]uint64{"queue_full": s.QueueFull, "push_failed": s.PushFailed, "shutdown": s.Shutdown} {
+		ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(n), reason)
+	}
+	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(s.Queued))
+}

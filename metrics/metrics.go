@@ -1,0 +1,188 @@
+// Package metrics is msgapi's Prometheus surface, served at GET /metrics.
+//
+// It decides what is counted and how it is labelled. Labels are bounded by
+// construction: the route is echo's template (c.Path(), never the raw URL),
+// statuses, channels, modes, event names and store command names come from
+// msgapi's own code. Everything lives on its own prometheus.Registry (no
+// globals), so two servers in one test process never collide.
+//
+// Sources: an echo middleware (requests, latency), the send path through
+// api.SendMetrics (sends, duplicates), the store's round-trip monitor
+// (store.Counter.Observe), the log stream itself (Events: one counter per
+// event name, which is how guard errors and Idempotency-Key replays and
+// conflicts are counted without those packages knowing about metrics), and
+// the Loki shipper's counters (WatchLoki).
+package metrics
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/msgapi/msgapi/events"
+)
+
+// Metrics holds every collector msgapi exports.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	requests    *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	sends       *prometheus.CounterVec
+	duplicates  *prometheus.CounterVec
+	idempotency *prometheus.CounterVec
+	events      *prometheus.CounterVec
+	store       *prometheus.HistogramVec
+	loki        *lokiCollector
+}
+
+// New registers msgapi's collectors, plus the Go runtime and process
+// collectors, on a fresh registry.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "msgapi_http_requests_total",
+			Help: "HTTP requests by method, route template and status code.",
+		}, []string{"method", "route", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "msgapi_http_request_duration_seconds",
+			Help:    "HTTP request latency by method and route template, including the problem document on errors.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"method", "route"}),
+		sends: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "msgapi_sends_total",
+			Help: "Messages handed to a sender, by channel and outcome (the message status: sent, failed, ...).",
+		}, []string{"channel", "outcome"}),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "msgapi_duplicates_total",
+			Help: "Sends the duplicate guard stopped, by mode (lock_resolved, lock_resolved_polled, pending).",
+		}, []string{"mode"}),
+		idempotency: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "msgapi_idempotency_requests_total",
+			Help: "Requests with an Idempotency-Key, by outcome, as reported by the idempotency package.",
+		}, []string{"outcome"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "msgapi_events_total",
+			Help: "Event lines logged, by event name (only lines at or above the log level).",
+		}, []string{"event"}),
+		store: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "msgapi_store_command_duration_seconds",
+			Help:    "Store round trips (MongoDB commands) and their latency, by command name.",
+			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15), // 0.25 ms .. 4 s
+		}, []string{"command"}),
+		loki: &lokiCollector{
+			dropped: prometheus.NewDesc("msgapi_loki_lines_dropped_total",
+				"Log lines that never reached Loki, by reason: queue_full (Loki slow or down), push_failed (the client gave up after retries), shutdown (the final flush ran out of time).",
+				[]string{"reason"}, nil),
+			queued: prometheus.NewDesc("msgapi_loki_lines_queued",
+				"Log lines waiting for Loki now.", nil, nil),
+		},
+	}
+	m.reg.MustRegister(
+		m.requests, m.latency, m.sends, m.duplicates, m.idempotency, m.events, m.store, m.loki,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// Registry is the registry everything is on (tests, extra collectors).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Mount adds GET /metrics (for api.Options.Extra).
+func (m *Metrics) Mount(e *echo.Echo) {
+	e.GET("/metrics", echo.WrapHandler(m.Handler()))
+}
+
+// Middleware counts and times every request by route template. An error
+// from the handler is rendered here (c.Error) so the status is final; the
+// error is not passed on, which is what echo's own request logger does too.
+func (m *Metrics) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		route := c.Path()
+		if route == "" {
+			route = "unmatched" // no route: never the raw URL, which is unbounded
+		}
+		method := c.Request().Method
+		m.requests.WithLabelValues(method, route, strconv.Itoa(c.Response().Status)).Inc()
+		m.latency.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
+		return nil
+	}
+}
+
+// Sent counts one send outcome (api.SendMetrics).
+func (m *Metrics) Sent(channel, status string) { m.sends.WithLabelValues(channel, status).Inc() }
+
+// Duplicate counts one send stopped by the duplicate guard (api.SendMetrics).
+func (m *Metrics) Duplicate(mode string) { m.duplicates.WithLabelValues(mode).Inc() }
+
+// Idempotency counts one Idempotency-Key outcome. It is the hook for the
+// idempotency package (e.g. "executed", "replayed", "conflict_in_flight",
+// "conflict_mismatch", "taken_over"); until it calls it, msgapi_events_total
+// counts replays and conflicts from their events.
+func (m *Metrics) Idempotency(outcome string) { m.idempotency.WithLabelValues(outcome).Inc() }
+
+// StoreCommand observes one store round trip; pass it to
+// store.Counter.Observe.
+func (m *Metrics) StoreCommand(cmd string, d time.Duration) {
+	m.store.WithLabelValues(cmd).Observe(d.Seconds())
+}
+
+// WatchLoki exports the Loki shipper's counters. Without it the dropped
+// counters read 0: nothing is shipped, so nothing is dropped.
+func (m *Metrics) WatchLoki(stats func() events.LokiStats) {
+	m.loki.set(stats)
+}
+
+// Events returns a writer for the log stream (next to stdout in a
+// zerolog.MultiLevelWriter) that counts each line's event.
+func (m *Metrics) Events() io.Writer { return eventCounter{m.events} }
+
+type eventCounter struct{ c *prometheus.CounterVec }
+
+var eventKey = []byte(`"event":`)
+
+func (w eventCounter) Write(p []byte) (int, error) {
+	if !bytes.Contains(p, eventKey) {
+		return len(p), nil
+	}
+	var f struct {
+		Event string `json:"event"`
+	}
+	if json.Unmarshal(p, &f) == nil && f.Event != "" {
+		w.c.WithLabelValues(boundedName(f.Event)).Inc()
+	}
+	return len(p), nil
+}
+
+// boundedName keeps event names shaped like the constants in package events.
+func boundedName(s string) string {
+	if len(s) > 64 {
+		return "other"
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return "other"
+		}
+	}
+	return s
+}
