@@ -70,6 +70,9 @@ type Options struct {
 	// Body returns the already-read request body (earlier middleware
 	// enforces the size limit).
 	Body func(c echo.Context) []byte
+	// Outcome, optional, is told how each keyed request was decided:
+	// "executed", "replayed", "in_flight" or "fingerprint_mismatch" (metrics).
+	Outcome func(outcome string)
 }
 
 // Keys is the Idempotency-Key store and middleware.
@@ -79,6 +82,7 @@ type Keys struct {
 	now         func() time.Time
 	workspaceID func(c echo.Context) string
 	body        func(c echo.Context) []byte
+	outcome     func(string)
 }
 
 // New returns Keys. Store, WorkspaceID and Body are required.
@@ -86,7 +90,10 @@ func New(o Options) *Keys {
 	if o.Store == nil || o.WorkspaceID == nil || o.Body == nil {
 		panic("idempotency.New: Store, WorkspaceID and Body are required")
 	}
-	k := &Keys{store: o.Store, ttl: o.TTL, lease: o.Lease, now: o.Now, workspaceID: o.WorkspaceID, body: o.Body}
+	k := &Keys{store: o.Store, ttl: o.TTL, lease: o.Lease, now: o.Now, workspaceID: o.WorkspaceID, body: o.Body, outcome: o.Outcome}
+	if k.outcome == nil {
+		k.outcome = func(string) {}
+	}
 	if k.ttl <= 0 {
 		k.ttl = DefaultTTL
 	}
@@ -156,12 +163,20 @@ func (k *Keys) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 
 		claim, replay, err := k.acquire(r.Context(), q)
 		if err != nil {
+			switch msgapi.ErrorCode(err) {
+			case msgapi.CodeIdempotencyInFlight:
+				k.outcome("in_flight")
+			case msgapi.CodeIdempotencyMismatch:
+				k.outcome("fingerprint_mismatch")
+			}
 			return err
 		}
 		if replay != nil {
+			k.outcome("replayed")
 			q.event(zerolog.InfoLevel, events.IdempotentReplay).Int("status", replay.Status).Msg("idempotent replay")
 			return writeReplay(c, replay)
 		}
+		k.outcome("executed")
 		return k.run(c, next, q, claim)
 	}
 }
