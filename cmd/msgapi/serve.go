@@ -17,6 +17,7 @@ import (
 	"github.com/msgapi/msgapi/events"
 	"github.com/msgapi/msgapi/guard"
 	"github.com/msgapi/msgapi/idempotency"
+	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/messages"
 	"github.com/msgapi/msgapi/metrics"
 	"github.com/msgapi/msgapi/sender"
@@ -88,7 +89,7 @@ func newLogger(w io.Writer, level string) zerolog.Logger {
 // allCollections is every collection msgapi uses, created at start-up.
 func allCollections() []store.Collection {
 	var c []store.Collection
-	for _, cs := range [][]store.Collection{workspace.Collections, messages.Collections, guard.Collections, idempotency.Collections} {
+	for _, cs := range [][]store.Collection{workspace.Collections, messages.Collections, guard.Collections, idempotency.Collections, inbound.Collections} {
 		c = append(c, cs...)
 	}
 	return c
@@ -225,6 +226,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	ms := messages.NewStore(st)
 	ws := workspace.NewStore(st, c.keyCacheTTL)
 	g := guard.New(guard.Options{Store: st, Window: c.dedupWindow, Wait: c.dedupWait, Lease: c.dedupLease, Sibling: api.SiblingReader(ms)})
+	// Inbound webhooks: MongoDB decides; Redis, when set, only answers
+	// redeliveries of completed events sooner.
+	hooks := inbound.Options{Store: st, Workspaces: ws, Messages: ms}
+	if u := v.str("MSGAPI_REDIS_URL"); u != "" {
+		rc, err := inbound.NewRedis(u)
+		if err != nil {
+			return fmt.Errorf("MSGAPI_REDIS_URL: %w", err)
+		}
+		defer rc.Close()
+		hooks.Redis = rc
+		log.Info().Msg("inbound webhooks: Redis fast path enabled (MSGAPI_REDIS_URL)")
+	}
+	webhooks := inbound.New(hooks)
 	idem := idempotency.New(idempotency.Options{Store: st, TTL: c.idemTTL, Lease: c.idemLease, WorkspaceID: api.WorkspaceID, Body: api.Body})
 
 	srv := api.New(api.Options{
@@ -235,7 +249,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Idempotency: idem.Middleware,
 		Send:        api.SendOptions{Messages: ms, Guard: g, Senders: senders, DefaultRegion: v.str("MSGAPI_DEFAULT_REGION"), Metrics: met},
 		Middleware:  []echo.MiddlewareFunc{met.Middleware},
-		Extra:       met.Mount, // GET /metrics
+		Extra: func(e *echo.Echo) {
+			met.Mount(e)      // GET /metrics
+			webhooks.Mount(e) // POST /api/webhooks/{workspaceId}/{channel}
+		},
 	})
 	if v["MSGAPI_ADMIN_TOKEN"] == "" {
 		log.Info().Msg("admin API disabled (set MSGAPI_ADMIN_TOKEN to enable /admin/*)")

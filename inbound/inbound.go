@@ -1,0 +1,291 @@
+// Package inbound receives vendor webhooks (Slack, Twilio, Telegram and a
+// signed email relay) and records each logical event exactly once, as one
+// inbound message in its lead's conversation.
+//
+// Vendors deliver the same event more than once, so what it decides is
+// "have we recorded this event?", keyed on the vendor's own id (never on
+// anything the receiver makes up), and it decides it in MongoDB:
+//
+//   - Every artefact of an event has an _id derived from (workspace, channel,
+//     vendor key): the inbound message, the completion record, the owner of
+//     each attachment. Concurrent deliveries race on unique inserts of those
+//     _ids, where exactly one insert wins; no conditional update decides
+//     anything (they are not atomic on the embedded engine).
+//   - The completion record (inbound_events) is written last. A delivery that
+//     finds it answers 200 at once and writes nothing; one that does not
+//     re-runs every step, each of which finds its artefact if it exists, so a
+//     crash half-way is repaired by the vendor's retry without a duplicate.
+//   - Redis, when configured, is a pure fast path: its key is set only after
+//     the completion record exists, so a Redis hit always means "completed"
+//     and a Redis miss, error or restart only costs a MongoDB read. It can
+//     skip work but never lose or duplicate an event.
+//   - Attachment bytes are hashed; the first message of a workspace to carry
+//     a given SHA-256 owns it, and later messages with the same bytes point at
+//     that message instead of being processed again.
+//
+// The webhook answers only after the event is durably recorded (a handful of
+// single-document writes), well inside Slack's 3 s.
+package inbound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/events"
+	"github.com/msgapi/msgapi/messages"
+	"github.com/msgapi/msgapi/store"
+	"github.com/msgapi/msgapi/workspace"
+)
+
+// The webhook channels, one per vendor. They are the {channel} of the route
+// and the keys of a workspace's Secrets.
+const (
+	ChannelSlack    = "slack"
+	ChannelTwilio   = "twilio"
+	ChannelTelegram = "telegram"
+	ChannelEmail    = "email"
+)
+
+const (
+	// MaxBody bounds a webhook body (SPEC: 1 MiB).
+	MaxBody = 1 << 20
+	// KeyTTL is how long a dedup key lives: the longest vendor retry window.
+	KeyTTL = 24 * time.Hour
+	// SlackTolerance is how far a Slack request timestamp may be from now.
+	SlackTolerance = 5 * time.Minute
+	// redisTimeout bounds every fast-path call, so an unreachable Redis
+	// costs a delivery at most this much.
+	redisTimeout = 250 * time.Millisecond
+)
+
+// Collections used by this package. inbound_events holds the completion
+// records (24 h); inbound_attachments the first owner of each attachment
+// hash, kept for good: content dedup has no window.
+var Collections = []store.Collection{
+	{Name: collEvents, ExpiresField: "expiresAt"},
+	{Name: collAttachments},
+}
+
+const (
+	collEvents      = "inbound_events"
+	collAttachments = "inbound_attachments"
+)
+
+// Options are the Handler's dependencies.
+type Options struct {
+	Store      *store.Store
+	Workspaces *workspace.Store
+	Messages   *messages.Store
+	// Redis enables the fast path; nil leaves MongoDB alone (still correct).
+	Redis *redis.Client
+	// PublicBaseURL ("https://api.example.com") is the origin Twilio calls,
+	// for its signature. Empty: derived from the request, honouring
+	// X-Forwarded-Proto and X-Forwarded-Host. Set it behind a proxy that
+	// rewrites the host or scheme without those headers.
+	PublicBaseURL string
+	// Now is the clock (tests); default time.Now.
+	Now func() time.Time
+}
+
+// Handler serves POST /api/webhooks/{workspaceId}/{channel}.
+type Handler struct {
+	events, atts *mongo.Collection
+	workspaces   *workspace.Store
+	msgs         *messages.Store
+	redis        *redis.Client
+	publicBase   string
+	now          func() time.Time
+
+	// afterMessage, when set (tests), runs after the inbound message is
+	// written and before completion is recorded: a failure there is a crash.
+	afterMessage func() error
+}
+
+// New returns a Handler.
+func New(opts Options) *Handler {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Handler{
+		events:     opts.Store.Collection(collEvents),
+		atts:       opts.Store.Collection(collAttachments),
+		workspaces: opts.Workspaces,
+		msgs:       opts.Messages,
+		redis:      opts.Redis,
+		publicBase: strings.TrimRight(opts.PublicBaseURL, "/"),
+		now:        now,
+	}
+}
+
+// Mount adds the webhook route to e. It sits outside the API-key group:
+// vendors authenticate by signature, with the workspace's channel secret.
+// Use it as api.Options.Extra.
+func (h *Handler) Mount(e *echo.Echo) {
+	e.POST("/api/webhooks/:workspaceId/:channel", h.receive)
+}
+
+// NewRedis returns a client for the fast path from a redis:// URL, with
+// short timeouts and no retries: a slow or absent Redis must cost a
+// delivery little, because MongoDB decides anyway.
+func NewRedis(rawURL string) (*redis.Client, error) {
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis URL: %w", err)
+	}
+	opt.DialTimeout = redisTimeout
+	opt.ReadTimeout = redisTimeout
+	opt.WriteTimeout = redisTimeout
+	opt.PoolTimeout = redisTimeout
+	opt.ContextTimeoutEnabled = true
+	opt.MaxRetries = -1
+	opt.DialerRetries = 1
+	opt.DisableIdentity = true
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	return redis.NewClient(opt), nil
+}
+
+// errSignature is the one answer to every signature failure, whatever the
+// reason (logged, not shown): a prober learns nothing about workspaces or
+// which secrets are set.
+var errSignature = msgapi.Errorf(msgapi.CodeUnauthorized, "the webhook signature is missing or invalid")
+
+// ack is the JSON answer to an accepted delivery, new or duplicate.
+type ack struct {
+	Success   bool   `json:"success"`
+	Duplicate bool   `json:"duplicate"`
+	MessageID string `json:"messageId"`
+}
+
+// twiml is Twilio's answer: an empty TwiML document (reply with nothing).
+const twiml = `<?xml version="1.0" encoding="UTF-8"?><Response></Response>`
+
+func (h *Handler) receive(c echo.Context) error {
+	wsID, ch := c.Param("workspaceId"), c.Param("channel")
+	if !knownChannel(ch) {
+		return msgapi.Errorf(msgapi.CodeNotFound, "unknown webhook channel %q (slack, twilio, telegram, email)", ch)
+	}
+	r := c.Request()
+	log := zerolog.Ctx(r.Context()).With().Str("workspaceId", wsID).Str("channel", ch).Logger()
+	ctx := log.WithContext(r.Context())
+
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	secret, known, err := h.secret(ctx, wsID, ch)
+	if err != nil {
+		return err
+	}
+	reason := h.verify(ch, secret, r, body)
+	if !known {
+		reason = reasonUnknownWorkspace
+	}
+	if reason != "" {
+		log.Warn().Str("event", events.InboundSignatureInvalid).Str("reason", reason).Msg("inbound webhook refused: bad signature")
+		return errSignature
+	}
+
+	ev, err := parse(ch, r.Header.Get(echo.HeaderContentType), body)
+	if err != nil {
+		return err
+	}
+	switch {
+	case ev.challenge != "":
+		return c.JSON(http.StatusOK, map[string]string{"challenge": ev.challenge})
+	case ev.notice:
+		return c.NoContent(http.StatusOK)
+	}
+
+	res, err := h.record(ctx, wsID, ev)
+	if err != nil {
+		return err
+	}
+	if ch == ChannelTwilio {
+		return c.Blob(http.StatusOK, "text/xml; charset=utf-8", []byte(twiml))
+	}
+	return c.JSON(http.StatusOK, ack{Success: true, Duplicate: res.duplicate, MessageID: res.messageID})
+}
+
+func knownChannel(ch string) bool {
+	switch ch {
+	case ChannelSlack, ChannelTwilio, ChannelTelegram, ChannelEmail:
+		return true
+	}
+	return false
+}
+
+// secret returns the workspace's secret for the channel ("" when none is
+// set) and whether the workspace exists. Both gaps end in the same 401.
+func (h *Handler) secret(ctx context.Context, wsID, ch string) (string, bool, error) {
+	ws, err := h.workspaces.Get(ctx, wsID)
+	if msgapi.ErrorCode(err) == msgapi.CodeNotFound {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return ws.Secrets[ch], true, nil
+}
+
+// readBody reads at most MaxBody bytes; more is 413.
+func readBody(c echo.Context) ([]byte, error) {
+	r := c.Request()
+	if r.ContentLength > MaxBody {
+		return nil, msgapi.Errorf(msgapi.CodeTooLarge, "the request body is larger than 1 MiB")
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, MaxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, msgapi.Errorf(msgapi.CodeTooLarge, "the request body is larger than 1 MiB")
+		}
+		return nil, msgapi.Errorf(msgapi.CodeInvalid, "the request body could not be read")
+	}
+	return b, nil
+}
+
+// requestURL is the URL the vendor called: PublicBaseURL when set, else the
+// scheme and host the client saw (X-Forwarded-Proto / X-Forwarded-Host from
+// a proxy, else the connection's), plus the request URI exactly as sent.
+func (h *Handler) requestURL(r *http.Request) string {
+	uri := r.RequestURI
+	if uri == "" {
+		uri = r.URL.RequestURI()
+	}
+	if h.publicBase != "" {
+		return h.publicBase + uri
+	}
+	scheme := firstValue(r.Header.Get("X-Forwarded-Proto"))
+	if scheme == "" {
+		scheme = "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+	}
+	host := firstValue(r.Header.Get("X-Forwarded-Host"))
+	if host == "" {
+		host = r.Host
+	}
+	return (&url.URL{Scheme: strings.ToLower(scheme), Host: host}).String() + uri
+}
+
+// firstValue is the first of a comma-separated proxy header: the one the
+// outermost proxy, which the vendor talked to, set.
+func firstValue(v string) string {
+	first, _, _ := strings.Cut(v, ",")
+	return strings.TrimSpace(first)
+}

@@ -1,0 +1,224 @@
+package inbound
+
+import (
+	"crypto/hmac"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Signature headers.
+const (
+	headerSlackSignature    = "X-Slack-Signature"
+	headerSlackTimestamp    = "X-Slack-Request-Timestamp"
+	headerTwilioSignature   = "X-Twilio-Signature"
+	headerTelegramSecret    = "X-Telegram-Bot-Api-Secret-Token"
+	headerRelaySignature    = "X-Msgapi-Signature"
+	slackVersion            = "v0"
+	relaySignaturePrefix    = "sha256="
+	reasonNoSecret          = "no secret configured for this workspace and channel"
+	reasonUnknownWorkspace  = "unknown workspace"
+	reasonMissing           = "signature header missing"
+	reasonMalformed         = "signature header malformed"
+	reasonMismatch          = "signature does not match"
+	reasonStale             = "timestamp outside the 5-minute tolerance"
+	reasonTimestampMissing  = "timestamp header missing or not a number"
+	reasonTwilioContentType = "twilio signature needs a form body"
+)
+
+// verify checks the vendor's signature over the raw body and returns why it
+// failed, or "" when it is valid. Every comparison is constant-time.
+func (h *Handler) verify(ch, secret string, r *http.Request, body []byte) string {
+	if secret == "" {
+		return reasonNoSecret
+	}
+	switch ch {
+	case ChannelSlack:
+		return verifySlack(secret, r.Header, body, h.now())
+	case ChannelTwilio:
+		return verifyTwilio(secret, r.Header, h.requestURL(r), body)
+	case ChannelTelegram:
+		return verifyTelegram(secret, r.Header)
+	case ChannelEmail:
+		return verifyRelay(secret, r.Header, body)
+	}
+	return reasonNoSecret
+}
+
+// verifySlack: v0=hex(HMAC-SHA256(secret, "v0:{timestamp}:{body}")), and the
+// timestamp within SlackTolerance of now (a captured request cannot be
+// replayed later).
+func verifySlack(secret string, hd http.Header, body []byte, now time.Time) string {
+	sig := hd.Get(headerSlackSignature)
+	if sig == "" {
+		return reasonMissing
+	}
+	ts := hd.Get(headerSlackTimestamp)
+	secs, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return reasonTimestampMissing
+	}
+	if d := now.Sub(time.Unix(secs, 0)); d > SlackTolerance || d < -SlackTolerance {
+		return reasonStale
+	}
+	hexSig, ok := strings.CutPrefix(sig, slackVersion+"=")
+	if !ok {
+		return reasonMalformed
+	}
+	got, err := hex.DecodeString(hexSig)
+	if err != nil {
+		return reasonMalformed
+	}
+	if !hmac.Equal(got, SlackSignature(secret, ts, body)) {
+		return reasonMismatch
+	}
+	return ""
+}
+
+// SlackSignature is the raw v0 MAC of a Slack request.
+func SlackSignature(secret, timestamp string, body []byte) []byte {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(slackVersion + ":" + timestamp + ":"))
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+// verifyTwilio: base64(HMAC-SHA1(auth token, URL + each POST parameter,
+// sorted by name, as name+value)). Like Twilio's own validators, the URL is
+// also tried with its default port added or removed, because Twilio signs
+// whichever form was configured and proxies disagree about ports.
+func verifyTwilio(secret string, hd http.Header, rawURL string, body []byte) string {
+	sig := hd.Get(headerTwilioSignature)
+	if sig == "" {
+		return reasonMissing
+	}
+	got, err := base64.StdEncoding.DecodeString(sig)
+	if err != nil {
+		return reasonMalformed
+	}
+	if !isForm(hd.Get("Content-Type")) {
+		return reasonTwilioContentType
+	}
+	params, err := url.ParseQuery(string(body))
+	if err != nil {
+		return reasonMalformed
+	}
+	match := 0
+	for _, u := range urlVariants(rawURL) {
+		// Every variant is computed and compared, so timing does not say
+		// which one matched.
+		match |= subtle.ConstantTimeCompare(got, TwilioSignature(secret, u, params))
+	}
+	if match != 1 {
+		return reasonMismatch
+	}
+	return ""
+}
+
+// TwilioSignature is the raw MAC Twilio sends (base64-encoded) for a form
+// POST to fullURL. Repeated parameters contribute each distinct value in
+// sorted order, as Twilio's validators do.
+func TwilioSignature(secret, fullURL string, params url.Values) []byte {
+	m := hmac.New(sha1.New, []byte(secret))
+	m.Write([]byte(fullURL))
+	names := make([]string, 0, len(params))
+	for k := range params {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		vals := append([]string(nil), params[k]...)
+		sort.Strings(vals)
+		for i, v := range vals {
+			if i > 0 && v == vals[i-1] {
+				continue
+			}
+			m.Write([]byte(k))
+			m.Write([]byte(v))
+		}
+	}
+	return m.Sum(nil)
+}
+
+// urlVariants is rawURL as given, and with its scheme's default port
+// removed or added.
+func urlVariants(rawURL string) []string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return []string{rawURL}
+	}
+	def := map[string]string{"https": "443", "http": "80"}[u.Scheme]
+	if def == "" {
+		return []string{rawURL}
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	alt := *u
+	switch {
+	case err != nil: // no port: add the default
+		alt.Host = net.JoinHostPort(u.Host, def)
+	case port == def:
+		alt.Host = host
+		if strings.Contains(host, ":") {
+			alt.Host = "[" + host + "]"
+		}
+	default:
+		return []string{rawURL}
+	}
+	return []string{rawURL, alt.String()}
+}
+
+// verifyTelegram: the secret_token given to setWebhook, sent verbatim.
+// Both sides are hashed first so the comparison does not leak the length.
+func verifyTelegram(secret string, hd http.Header) string {
+	got := hd.Get(headerTelegramSecret)
+	if got == "" {
+		return reasonMissing
+	}
+	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(secret))
+	if subtle.ConstantTimeCompare(a[:], b[:]) != 1 {
+		return reasonMismatch
+	}
+	return ""
+}
+
+// verifyRelay: X-Msgapi-Signature: sha256=hex(HMAC-SHA256(secret, body)),
+// the same scheme msgapi's own webhook sender signs with.
+func verifyRelay(secret string, hd http.Header, body []byte) string {
+	sig := hd.Get(headerRelaySignature)
+	if sig == "" {
+		return reasonMissing
+	}
+	hexSig, ok := strings.CutPrefix(sig, relaySignaturePrefix)
+	if !ok {
+		return reasonMalformed
+	}
+	got, err := hex.DecodeString(hexSig)
+	if err != nil {
+		return reasonMalformed
+	}
+	if !hmac.Equal(got, RelaySignature(secret, body)) {
+		return reasonMismatch
+	}
+	return ""
+}
+
+// RelaySignature is the raw MAC of an email relay body.
+func RelaySignature(secret string, body []byte) []byte {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+func isForm(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "application/x-www-form-urlencoded")
+}

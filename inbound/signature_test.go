@@ -1,0 +1,161 @@
+package inbound
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The vendors' own published examples, so the schemes are checked against
+// an independent reference rather than against our own signer.
+func TestSignatureVectors(t *testing.T) {
+	t.Run("slack", func(t *testing.T) {
+		// docs.slack.dev/authentication/verifying-requests-from-slack
+		const (
+			secret = "8f742231b10e8888abcd99yyyzzz85a5"
+			ts     = "1531420618"
+			body   = "token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c"
+			want   = "a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503"
+		)
+		if got := hex.EncodeToString(SlackSignature(secret, ts, []byte(body))); got != want {
+			t.Errorf("SlackSignature = %s, want %s", got, want)
+		}
+		hd := http.Header{}
+		hd.Set(headerSlackSignature, "v0="+want)
+		hd.Set(headerSlackTimestamp, ts)
+		if r := verifySlack(secret, hd, []byte(body), time.Unix(1531420618, 0).Add(time.Minute)); r != "" {
+			t.Errorf("verifySlack(documented request) = %q, want valid", r)
+		}
+	})
+	t.Run("twilio", func(t *testing.T) {
+		// Twilio's RequestValidator test vectors (all official helper libraries).
+		const u = "https://mycompany.com/myapp.php?foo=1&bar=2"
+		params := url.Values{"CallSid": {"CA1234567890ABCDE"}, "Caller": {"+14158675309"}, "Digits": {"1234"},
+			"From": {"+14158675309"}, "To": {"+18005551212"}}
+		if got := base64.StdEncoding.EncodeToString(TwilioSignature("12345", u, params)); got != "RSOYDt4T1cUTdK1PDd93/VVr8B8=" {
+			t.Errorf("TwilioSignature = %s, want RSOYDt4T1cUTdK1PDd93/VVr8B8=", got)
+		}
+		repeated := url.Values{"Sid": {"CA123"}, "SidAccount": {"AC123"}, "Digits": {"5678", "1234", "1234"}}
+		if got := base64.StdEncoding.EncodeToString(TwilioSignature("12345", u, repeated)); got != "IK+Dwps556ElfBT0I3Rgjkr1wJU=" {
+			t.Errorf("TwilioSignature(repeated params) = %s, want IK+Dwps556ElfBT0I3Rgjkr1wJU=", got)
+		}
+	})
+}
+
+func TestVerifySlack(t *testing.T) {
+	const secret = "shh"
+	body := []byte(`{"type":"event_callback"}`)
+	now := time.Unix(1_700_000_000, 0)
+	sign := func(ts int64) http.Header {
+		s := strconv.FormatInt(ts, 10)
+		hd := http.Header{}
+		hd.Set(headerSlackTimestamp, s)
+		hd.Set(headerSlackSignature, "v0="+hex.EncodeToString(SlackSignature(secret, s, body)))
+		return hd
+	}
+	tests := []struct {
+		name string
+		hd   http.Header
+		want string
+	}{
+		{"valid", sign(now.Unix()), ""},
+		{"4m59s old", sign(now.Add(-4*time.Minute - 59*time.Second).Unix()), ""},
+		{"6 minutes old", sign(now.Add(-6 * time.Minute).Unix()), reasonStale},
+		{"6 minutes ahead", sign(now.Add(6 * time.Minute).Unix()), reasonStale},
+		{"no signature", http.Header{headerSlackTimestamp: {"1700000000"}}, reasonMissing},
+		{"no timestamp", http.Header{headerSlackSignature: {"v0=00"}}, reasonTimestampMissing},
+		{"wrong version", http.Header{headerSlackTimestamp: {"1700000000"}, headerSlackSignature: {"v1=00"}}, reasonMalformed},
+		{"not hex", http.Header{headerSlackTimestamp: {"1700000000"}, headerSlackSignature: {"v0=zz"}}, reasonMalformed},
+		{"timestamp moved", func() http.Header { h := sign(now.Unix()); h.Set(headerSlackTimestamp, "1700000001"); return h }(), reasonMismatch},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := verifySlack(secret, tt.hd, body, now); got != tt.want {
+				t.Errorf("verifySlack = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestVerifyTwilioPortVariants(t *testing.T) {
+	const secret = "tok"
+	body := "MessageSid=SM1&From=%2B15550100000&Body=hi"
+	params, _ := url.ParseQuery(body)
+	tests := []struct {
+		name, signed, seen string
+		ok                 bool
+	}{
+		{"same URL", "https://a.example/hook?x=1", "https://a.example/hook?x=1", true},
+		{"signed with default port", "https://a.example:443/hook", "https://a.example/hook", true},
+		{"signed without port, seen with", "https://a.example/hook", "https://a.example:443/hook", true},
+		{"other port", "https://a.example:8443/hook", "https://a.example/hook", false},
+		{"other scheme", "http://a.example/hook", "https://a.example/hook", false},
+		{"other query", "https://a.example/hook?x=2", "https://a.example/hook?x=1", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hd := http.Header{}
+			hd.Set("Content-Type", "application/x-www-form-urlencoded")
+			hd.Set(headerTwilioSignature, base64.StdEncoding.EncodeToString(TwilioSignature(secret, tt.signed, params)))
+			got := verifyTwilio(secret, hd, tt.seen, []byte(body))
+			if (got == "") != tt.ok {
+				t.Errorf("verifyTwilio = %q, want ok=%v", got, tt.ok)
+			}
+		})
+	}
+}
+
+func TestVerifyTelegramAndRelay(t *testing.T) {
+	if r := verifyTelegram("s3cret", http.Header{headerTelegramSecret: {"s3cret"}}); r != "" {
+		t.Errorf("telegram: right token refused: %q", r)
+	}
+	for _, tok := range []string{"s3creT", "s3cret ", "", "s3cre"} {
+		if r := verifyTelegram("s3cret", http.Header{headerTelegramSecret: {tok}}); r == "" {
+			t.Errorf("telegram: token %q accepted", tok)
+		}
+	}
+	body := []byte(`{"from":"a@b.example"}`)
+	good := "sha256=" + hex.EncodeToString(RelaySignature("k", body))
+	if r := verifyRelay("k", http.Header{headerRelaySignature: {good}}, body); r != "" {
+		t.Errorf("relay: right signature refused: %q", r)
+	}
+	for _, sig := range []string{"", good[7:], "sha256=" + hex.EncodeToString(RelaySignature("other", body)), "sha1=" + good[7:]} {
+		if r := verifyRelay("k", http.Header{headerRelaySignature: {sig}}, body); r == "" {
+			t.Errorf("relay: signature %q accepted", sig)
+		}
+	}
+	if r := verifyRelay("k", http.Header{headerRelaySignature: {good}}, append(body, ' ')); r == "" {
+		t.Error("relay: a changed body was accepted")
+	}
+}
+
+func TestRequestURL(t *testing.T) {
+	tests := []struct {
+		name, base string
+		hd         http.Header
+		want       string
+	}{
+		{"direct", "", nil, "http://10.0.0.1:8080/api/webhooks/ws/twilio?a=1"},
+		{"behind a proxy", "", http.Header{"X-Forwarded-Proto": {"https"}, "X-Forwarded-Host": {"api.example.com"}}, "https://api.example.com/api/webhooks/ws/twilio?a=1"},
+		{"proxy chain: the outermost wins", "", http.Header{"X-Forwarded-Proto": {"https, http"}, "X-Forwarded-Host": {"api.example.com, lb.internal"}}, "https://api.example.com/api/webhooks/ws/twilio?a=1"},
+		{"configured origin", "https://hooks.example.com/", http.Header{"X-Forwarded-Host": {"ignored"}}, "https://hooks.example.com/api/webhooks/ws/twilio?a=1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &Handler{publicBase: strings.TrimRight(tt.base, "/")}
+			r, _ := http.NewRequest(http.MethodPost, "http://10.0.0.1:8080/api/webhooks/ws/twilio?a=1", nil)
+			r.RequestURI = "/api/webhooks/ws/twilio?a=1"
+			for k, v := range tt.hd {
+				r.Header[k] = v
+			}
+			if got := h.requestURL(r); got != tt.want {
+				t.Errorf("requestURL = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
