@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/msgapi/msgapi/events"
+	"github.com/msgapi/msgapi/events/loki"
 )
 
 // lokiCollector reads the shipper's counters at scrape time, so the shipper
@@ -14,10 +14,10 @@ type lokiCollector struct {
 	dropped, queued *prometheus.Desc
 
 	mu    sync.Mutex
-	stats func() events.LokiStats
+	stats func() loki.Stats
 }
 
-func (c *lokiCollector) set(f func() events.LokiStats) {
+func (c *lokiCollector) set(f func() loki.Stats) {
 	c.mu.Lock()
 	c.stats = f
 	c.mu.Unlock()
@@ -32,7 +32,7 @@ func (c *lokiCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	f := c.stats
 	c.mu.Unlock()
-	var s events.LokiStats
+	var s loki.Stats
 	if f != nil {
 		s = f()
 	}

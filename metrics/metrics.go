@@ -27,7 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/msgapi/msgapi/events"
+	"github.com/msgapi/msgapi/events/loki"
 )
 
 // Metrics holds every collector msgapi exports.
@@ -148,7 +148,7 @@ func (m *Metrics) StoreCommand(cmd string, d time.Duration) {
 
 // WatchLoki exports the Loki shipper's counters. Without it the dropped
 // counters read 0: nothing is shipped, so nothing is dropped.
-func (m *Metrics) WatchLoki(stats func() events.LokiStats) {
+func (m *Metrics) WatchLoki(stats func() loki.Stats) {
 	m.loki.set(stats)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/msgapi/msgapi/events"
+	"github.com/msgapi/msgapi/events/loki"
 )
 
 func newEcho(m *Metrics) *echo.Echo {
@@ -126,7 +127,7 @@ func TestLokiCounters(t *testing.T) {
 	if body := scrape(t, m); !strings.Contains(body, `msgapi_loki_lines_dropped_total{reason="queue_full"} 0`) {
 		t.Errorf("without Loki the dropped counters should read 0:\n%s", grep(body, "msgapi_loki"))
 	}
-	m.WatchLoki(func() events.LokiStats { return events.LokiStats{Queued: 7, QueueFull: 42, PushFailed: 3, Shutdown: 1} })
+	m.WatchLoki(func() loki.Stats { return loki.Stats{Queued: 7, QueueFull: 42, PushFailed: 3, Shutdown: 1} })
 	body := scrape(t, m)
 	for _, want := range []string{
 		`msgapi_loki_lines_dropped_total{reason="queue_full"} 42`,

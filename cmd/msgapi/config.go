@@ -57,6 +57,7 @@ var settings = []setting{
 	{"MSGAPI_ENV", "env", "development", "environment label on every event (Loki label env)", false},
 	{"MSGAPI_LOKI_URL", "loki-url", "", "Loki push URL (e.g. http://loki:3100/loki/api/v1/push); empty: stdout only", false},
 	{"MSGAPI_LOKI_BUFFER", "loki-buffer", "10000", "Loki: lines buffered while Loki is slow; past it lines are dropped and counted", false},
+	{"MSGAPI_PUBLIC_URL", "public-url", "", "inbound webhooks: the public origin vendors call (https://api.example.com), for Twilio's signature; empty: from the request and X-Forwarded-Proto/Host", false},
 	{"MSGAPI_REDIS_URL", "redis-url", "", "inbound webhooks: Redis fast path (redis://host:6379/0); empty: MongoDB alone", true},
 }
 

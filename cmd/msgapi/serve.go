@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/msgapi/msgapi/api"
-	"github.com/msgapi/msgapi/events"
+	"github.com/msgapi/msgapi/events/loki"
 	"github.com/msgapi/msgapi/guard"
 	"github.com/msgapi/msgapi/idempotency"
 	"github.com/msgapi/msgapi/inbound"
@@ -180,7 +180,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	met := metrics.New()
 	sinks := []io.Writer{stdout, met.Events()}
 	if u := v.str("MSGAPI_LOKI_URL"); u != "" {
-		lk, err := events.NewLoki(events.LokiOptions{URL: u, App: "msgapi", Env: v.str("MSGAPI_ENV"), Buffer: c.lokiBuffer, Log: base})
+		lk, err := loki.New(loki.Options{URL: u, App: "msgapi", Env: v.str("MSGAPI_ENV"), Buffer: c.lokiBuffer, Log: base})
 		if err != nil {
 			return fmt.Errorf("MSGAPI_LOKI_URL: %w", err)
 		}
@@ -228,7 +228,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	g := guard.New(guard.Options{Store: st, Window: c.dedupWindow, Wait: c.dedupWait, Lease: c.dedupLease, Sibling: api.SiblingReader(ms)})
 	// Inbound webhooks: MongoDB decides; Redis, when set, only answers
 	// redeliveries of completed events sooner.
-	hooks := inbound.Options{Store: st, Workspaces: ws, Messages: ms}
+	hooks := inbound.Options{Store: st, Workspaces: ws, Messages: ms, PublicBaseURL: v.str("MSGAPI_PUBLIC_URL")}
 	if u := v.str("MSGAPI_REDIS_URL"); u != "" {
 		rc, err := inbound.NewRedis(u)
 		if err != nil {
@@ -239,7 +239,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		log.Info().Msg("inbound webhooks: Redis fast path enabled (MSGAPI_REDIS_URL)")
 	}
 	webhooks := inbound.New(hooks)
-	idem := idempotency.New(idempotency.Options{Store: st, TTL: c.idemTTL, Lease: c.idemLease, WorkspaceID: api.WorkspaceID, Body: api.Body})
+	idem := idempotency.New(idempotency.Options{Store: st, TTL: c.idemTTL, Lease: c.idemLease, WorkspaceID: api.WorkspaceID, Body: api.Body, Outcome: met.Idempotency})
 
 	srv := api.New(api.Options{
 		Log:         log,

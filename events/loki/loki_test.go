@@ -1,4 +1,4 @@
-package events
+package loki
 
 import (
 	"fmt"
@@ -14,6 +14,7 @@ import (
 	"github.com/golang/snappy"
 	"github.com/google/go-cmp/cmp"
 	"github.com/grafana/loki/pkg/push"
+	"github.com/msgapi/msgapi/events"
 	"github.com/prometheus/common/model"
 	"github.com/rs/zerolog"
 )
@@ -106,7 +107,7 @@ func TestLokiLabels(t *testing.T) {
 		{`{"level":"loud","event":"x"}`, `{app="msgapi", env="test", event="x", level="other"}`},
 	}
 	f := newFake(t, false)
-	l := newLoki(LokiOptions{App: "msgapi", Env: "test"}, f, noFailures)
+	l := newShipper(Options{App: "msgapi", Env: "test"}, f, noFailures)
 	for _, tt := range tests {
 		fmt.Fprintln(l, tt.line) // as zerolog writes: one line, newline-terminated
 	}
@@ -127,7 +128,7 @@ func TestLokiLabels(t *testing.T) {
 func TestLokiWriteNeverBlocksWhenClientIsStuck(t *testing.T) {
 	const buffer, writers, perWriter = 10, 4, 250
 	f := newFake(t, true)
-	l := newLoki(LokiOptions{Buffer: buffer}, f, noFailures)
+	l := newShipper(Options{Buffer: buffer}, f, noFailures)
 	fmt.Fprintln(l, `{"level":"info","message":"first"}`)
 	<-f.entered // the drainer now holds "first" and is stuck
 
@@ -145,7 +146,7 @@ func TestLokiWriteNeverBlocksWhenClientIsStuck(t *testing.T) {
 		wg.Wait()
 	})
 	got := l.Stats()
-	want := LokiStats{Queued: buffer, QueueFull: writers*perWriter - buffer}
+	want := Stats{Queued: buffer, QueueFull: writers*perWriter - buffer}
 	if got != want {
 		t.Errorf("stats while stuck = %+v, want %+v", got, want)
 	}
@@ -168,7 +169,7 @@ func TestLokiWriteNeverBlocksWhenClientIsStuck(t *testing.T) {
 // was still queued, and later writes are counted, not blocked.
 func TestLokiCloseIsBounded(t *testing.T) {
 	f := newFake(t, true)
-	l := newLoki(LokiOptions{Buffer: 10, FlushTimeout: 100 * time.Millisecond}, f, noFailures)
+	l := newShipper(Options{Buffer: 10, FlushTimeout: 100 * time.Millisecond}, f, noFailures)
 	fmt.Fprintln(l, `{"level":"info"}`)
 	<-f.entered
 	for i := 0; i < 5; i++ {
@@ -192,7 +193,7 @@ func TestLokiCloseIsBounded(t *testing.T) {
 // and Stop comes after the last hand-over.
 func TestLokiCloseAccountsForEveryLine(t *testing.T) {
 	f := newFake(t, false)
-	l := newLoki(LokiOptions{Buffer: 64}, f, noFailures)
+	l := newShipper(Options{Buffer: 64}, f, noFailures)
 	const writers, perWriter = 4, 500
 	var wg sync.WaitGroup
 	for w := 0; w < writers; w++ {
@@ -257,13 +258,13 @@ func newLokiServer(t *testing.T) *lokiServer {
 // The real client, end to end against a Loki push endpoint.
 func TestLokiClientPushes(t *testing.T) {
 	srv := newLokiServer(t)
-	l, err := NewLoki(LokiOptions{URL: srv.URL + "/loki/api/v1/push", App: "msgapi", Env: "test", BatchWait: 50 * time.Millisecond, Log: zerolog.New(io.Discard)})
+	l, err := New(Options{URL: srv.URL + "/loki/api/v1/push", App: "msgapi", Env: "test", BatchWait: 50 * time.Millisecond, Log: zerolog.New(io.Discard)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := zerolog.New(zerolog.MultiLevelWriter(io.Discard, l))
-	log.Info().Str("event", DuplicateBlocked).Str("mode", ModeLockResolved).Msg("duplicate")
-	log.Info().Str("event", DuplicateBlocked).Str("mode", ModeLockResolvedPolled).Msg("duplicate")
+	log.Info().Str("event", events.DuplicateBlocked).Str("mode", events.ModeLockResolved).Msg("duplicate")
+	log.Info().Str("event", events.DuplicateBlocked).Str("mode", events.ModeLockResolvedPolled).Msg("duplicate")
 	log.Warn().Msg("plain")
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -294,7 +295,7 @@ func TestLokiClientRejectedCountsPushFailed(t *testing.T) {
 		http.Error(w, "entry too far behind", http.StatusBadRequest)
 	}))
 	t.Cleanup(srv.Close)
-	l, err := NewLoki(LokiOptions{URL: srv.URL + "/loki/api/v1/push", BatchWait: 10 * time.Millisecond, Log: zerolog.New(io.Discard)})
+	l, err := New(Options{URL: srv.URL + "/loki/api/v1/push", BatchWait: 10 * time.Millisecond, Log: zerolog.New(io.Discard)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +318,7 @@ func TestLokiClientUnreachable(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	l, err := NewLoki(LokiOptions{URL: "http://" + addr + "/loki/api/v1/push", Buffer: 5, BatchWait: 10 * time.Millisecond, FlushTimeout: 200 * time.Millisecond, Log: zerolog.New(io.Discard)})
+	l, err := New(Options{URL: "http://" + addr + "/loki/api/v1/push", Buffer: 5, BatchWait: 10 * time.Millisecond, FlushTimeout: 200 * time.Millisecond, Log: zerolog.New(io.Discard)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,8 +342,8 @@ func TestLokiClientUnreachable(t *testing.T) {
 
 func TestNewLokiRejectsBadURL(t *testing.T) {
 	for _, u := range []string{"", "loki:3100", "ftp://loki/push", "http:///loki/api/v1/push"} {
-		if _, err := NewLoki(LokiOptions{URL: u}); err == nil {
-			t.Errorf("NewLoki(%q) = nil error", u)
+		if _, err := New(Options{URL: u}); err == nil {
+			t.Errorf("New(%q) = nil error", u)
 		}
 	}
 }

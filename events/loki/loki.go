@@ -1,12 +1,13 @@
-package events
-
-// This file is the Loki shipper: the only code that knows how lines reach
+// Package loki is the Loki shipper: the only code that knows how lines reach
 // Loki. It decides that logging never waits for Loki. loki-client-go's
 // Handle blocks its caller for as long as Loki is unreachable (unbuffered
 // entry channel, retries for minutes) and so does Stop, so the client sits
 // behind our own bounded queue, drained by one goroutine: a full queue drops
 // the line and counts it, and the final flush on shutdown has a time bound.
-// Replacing the client by a plain HTTP push changes this file only.
+// Replacing the client by a plain HTTP push changes this file only. It is a
+// package of its own so that importing the event names (package events)
+// does not pull in the client's dependencies.
+package loki
 
 import (
 	"bytes"
@@ -20,15 +21,15 @@ import (
 
 	kitlog "github.com/go-kit/kit/log"
 	kitlevel "github.com/go-kit/kit/log/level"
-	"github.com/grafana/loki-client-go/loki"
+	lokiclient "github.com/grafana/loki-client-go/loki"
 	"github.com/grafana/loki-client-go/pkg/backoff"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
 	"github.com/rs/zerolog"
 )
 
-// LokiOptions configure NewLoki.
-type LokiOptions struct {
+// Options configure New.
+type Options struct {
 	// URL is Loki's push endpoint, e.g. http://loki:3100/loki/api/v1/push.
 	URL string
 	// App and Env are the constant labels app and env (omitted when empty).
@@ -45,8 +46,8 @@ type LokiOptions struct {
 	Log zerolog.Logger
 }
 
-// LokiStats are the shipper's counters since start.
-type LokiStats struct {
+// Stats are the shipper's counters since start.
+type Stats struct {
 	Queued     int    // lines waiting in the queue now
 	Handed     uint64 // lines handed to the client for batching and sending
 	QueueFull  uint64 // dropped: the queue was full (Loki slow or down)
@@ -54,11 +55,11 @@ type LokiStats struct {
 	PushFailed uint64 // dropped by the client after its retries
 }
 
-// Loki is an io.Writer for zerolog (zerolog.MultiLevelWriter(stdout, loki)):
+// Shipper is an io.Writer for zerolog (zerolog.MultiLevelWriter(stdout, loki)):
 // each JSON line becomes one Loki entry labelled app, env, level and event.
 // Write never blocks and never fails.
-type Loki struct {
-	opts   LokiOptions
+type Shipper struct {
+	opts   Options
 	client lokiClient
 	failed func() uint64 // the client's own count of lines it gave up on
 
@@ -88,13 +89,13 @@ type lokiClient interface {
 // back; these give up on a batch after about 90 s and pick up within 30 s.
 var lokiBackoff = backoff.BackoffConfig{MinBackoff: 500 * time.Millisecond, MaxBackoff: 30 * time.Second, MaxRetries: 8}
 
-// NewLoki starts the shipper. Close it to flush on shutdown.
-func NewLoki(o LokiOptions) (*Loki, error) {
+// New starts the shipper. Close it to flush on shutdown.
+func New(o Options) (*Shipper, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, errors.New("loki push URL: want http(s)://host[:port]/loki/api/v1/push") // the URL may hold a password
 	}
-	cfg, err := loki.NewDefaultConfig(o.URL)
+	cfg, err := lokiclient.NewDefaultConfig(o.URL)
 	if err != nil {
 		return nil, fmt.Errorf("loki push URL %s: %w", u.Redacted(), err)
 	}
@@ -102,21 +103,21 @@ func NewLoki(o LokiOptions) (*Loki, error) {
 	if o.BatchWait > 0 {
 		cfg.BatchWait = o.BatchWait
 	}
-	c, err := loki.NewWithLogger(cfg, kitLogger(o.Log))
+	c, err := lokiclient.NewWithLogger(cfg, kitLogger(o.Log))
 	if err != nil {
 		return nil, fmt.Errorf("loki client: %w", err)
 	}
-	return newLoki(o, c, func() uint64 { return clientDropped(u.Host) }), nil
+	return newShipper(o, c, func() uint64 { return clientDropped(u.Host) }), nil
 }
 
-func newLoki(o LokiOptions, c lokiClient, failed func() uint64) *Loki {
+func newShipper(o Options, c lokiClient, failed func() uint64) *Shipper {
 	if o.Buffer <= 0 {
 		o.Buffer = 10000
 	}
 	if o.FlushTimeout <= 0 {
 		o.FlushTimeout = 5 * time.Second
 	}
-	l := &Loki{
+	l := &Shipper{
 		opts:   o,
 		client: c,
 		failed: failed,
@@ -129,7 +130,7 @@ func newLoki(o LokiOptions, c lokiClient, failed func() uint64) *Loki {
 }
 
 // Write queues one line. It copies p (zerolog reuses its buffer).
-func (l *Loki) Write(p []byte) (int, error) {
+func (l *Shipper) Write(p []byte) (int, error) {
 	level, event := lineLabels(p)
 	e := lokiLine{t: time.Now(), level: level, event: event, line: string(bytes.TrimRight(p, "\r\n"))}
 	l.mu.RLock()
@@ -148,7 +149,7 @@ func (l *Loki) Write(p []byte) (int, error) {
 
 // drain is the one goroutine that talks to the client. Handle may block it
 // for a long time; meanwhile Write fills the queue and then drops.
-func (l *Loki) drain() {
+func (l *Shipper) drain() {
 	defer close(l.done)
 	for {
 		select {
@@ -167,7 +168,7 @@ func (l *Loki) drain() {
 	}
 }
 
-func (l *Loki) push(e lokiLine) {
+func (l *Shipper) push(e lokiLine) {
 	ls := make(model.LabelSet, 4)
 	set := func(k model.LabelName, v string) {
 		if v != "" { // Loki treats an empty label as absent: {event=""} selects lines without one
@@ -186,7 +187,7 @@ func (l *Loki) push(e lokiLine) {
 // lets it send its last batch, waiting at most FlushTimeout. Lines still
 // queued then are dropped and counted; the client's last batch may be lost
 // uncounted. Close is safe to call more than once.
-func (l *Loki) Close() error {
+func (l *Shipper) Close() error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -224,8 +225,8 @@ func (l *Loki) Close() error {
 }
 
 // Stats reads the counters.
-func (l *Loki) Stats() LokiStats {
-	return LokiStats{
+func (l *Shipper) Stats() Stats {
+	return Stats{
 		Queued:     len(l.queue),
 		Handed:     l.handed.Load(),
 		QueueFull:  l.queueFull.Load(),
@@ -308,7 +309,7 @@ func clientDropped(host string) uint64 {
 		}
 		for _, m := range mf.GetMetric() {
 			for _, lp := range m.GetLabel() {
-				if lp.GetName() == loki.HostLabel && lp.GetValue() == host {
+				if lp.GetName() == lokiclient.HostLabel && lp.GetValue() == host {
 					return uint64(m.GetCounter().GetValue())
 				}
 			}
