@@ -2,6 +2,8 @@ package api
 
 import (
 	"github.com/labstack/echo/v4"
+
+	"github.com/msgapi/msgapi/openapi"
 )
 
 // routes mounts every route and its middleware. Read top to bottom, this is
@@ -14,6 +16,7 @@ func (s *Server) routes(e *echo.Echo) {
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	openapi.Register(e) // GET /openapi.yaml, GET /docs
 
 	api := e.Group("/api", s.authenticate)
 	send := []echo.MiddlewareFunc{readBody}

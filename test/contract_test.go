@@ -1,0 +1,327 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/guard"
+	"github.com/msgapi/msgapi/idempotency"
+	"github.com/msgapi/msgapi/inbound"
+	"github.com/msgapi/msgapi/openapi"
+)
+
+// TestContract drives the real binary through every operation and every
+// documented status of openapi/openapi.yaml and validates each response
+// (status, headers, body) against the document. It fails on any response
+// the document does not allow, and on any documented (operation, status)
+// that was never answered unless it is excluded, with its reason, in
+// contract_check_test.go.
+//
+// Three processes share one store: a owns the embedded engine; b connects
+// to it with a slow provider (for 409) and a short store timeout (for 503
+// once a, and with it the engine, is stopped); off runs without an admin
+// token (the admin API answers 404).
+func TestContract(t *testing.T) {
+	c := newContract(t)
+	envA := embeddedEnv(t, t.TempDir())
+	envA["MSGAPI_DEDUP_WAIT"] = "100ms"
+	envA["MSGAPI_LOG_LEVEL"] = "warn"
+	a := start(t, envA)
+	engine := envA["MSGAPI_EMBEDDED_ADDR"]
+	onEngine := func(extra map[string]string) map[string]string {
+		env := map[string]string{"MONGODB_URI": "mongodb://" + engine + "/", "MSGAPI_LOG_LEVEL": "warn"}
+		maps.Copy(env, extra)
+		return env
+	}
+	b := start(t, onEngine(map[string]string{
+		"MSGAPI_ADMIN_TOKEN": admin, "MSGAPI_LOG_SENDER_DELAY": "2s",
+		"MSGAPI_STORE_TIMEOUT": "2s", "MSGAPI_KEY_CACHE_TTL": "10m",
+	}))
+	off := start(t, onEngine(nil))
+	db := connectStore(t, engine)
+
+	const tgSecret = "contract-telegram-secret"
+	var ws, key string
+	t.Run("health and docs", func(t *testing.T) {
+		c.do(t, a, call{method: "GET", path: "/healthz"})
+		c.do(t, a, call{method: "GET", path: "/readyz"})
+		c.do(t, a, call{method: "GET", path: "/metrics"})
+		if r := c.do(t, a, call{method: "GET", path: "/openapi.yaml"}); !bytes.Equal(r.body, openapi.YAML()) {
+			t.Error("GET /openapi.yaml is not the embedded document")
+		}
+		if r := c.do(t, a, call{method: "GET", path: "/docs"}); !bytes.Contains(r.body, []byte(`id="error-invalid_request"`)) {
+			t.Error("GET /docs has no Errors section")
+		}
+		r := c.do(t, a, call{method: "GET", path: "/healthz", header: map[string]string{"X-Request-Id": "contract-1"}})
+		if got := r.header.Get("X-Request-Id"); got != "contract-1" {
+			t.Errorf("X-Request-Id %q, want the caller's contract-1", got)
+		}
+		// Not operations, but problem documents with documented codes.
+		wantStatus(t, c.do(t, a, call{method: "DELETE", path: "/healthz"}), http.StatusMethodNotAllowed)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/no-such-route"}), http.StatusNotFound)
+	})
+
+	t.Run("admin", func(t *testing.T) {
+		r := wantStatus(t, c.do(t, a, call{method: "POST", path: "/admin/workspaces", token: admin, body: `{"name":"Contract"}`}), 201)
+		m := r.json(t)
+		ws, key = m["workspaceId"].(string), m["apiKey"].(string)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/admin/workspaces", token: admin, body: `{"name":"  "}`}), 400)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/admin/workspaces", token: admin, body: `{"name":5}`}), 400)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/admin/workspaces", token: "wrong", body: `{"name":"x"}`}), 401)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/admin/workspaces", token: admin, body: tooLarge(), chunked: true}), 413)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/admin/workspaces", token: admin, body: "name=x", contentType: "application/x-www-form-urlencoded"}), 415)
+		wantStatus(t, c.do(t, off, call{method: "POST", path: "/admin/workspaces", token: admin, body: `{"name":"x"}`}), 404)
+
+		keys := "/admin/workspaces/" + ws + "/keys"
+		wantStatus(t, c.do(t, a, call{method: "POST", path: keys, token: admin}), 201)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/admin/workspaces/ws_nope/keys", token: admin}), 404)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: keys}), 401)
+		wantStatus(t, c.do(t, off, call{method: "POST", path: keys, token: admin}), 404)
+
+		secret := "/admin/workspaces/" + ws + "/secrets/telegram"
+		wantStatus(t, c.do(t, a, call{method: "PUT", path: secret, token: admin, body: `{"secret":"` + tgSecret + `"}`}), 204)
+		wantStatus(t, c.do(t, a, call{method: "PUT", path: secret, token: admin, body: `{"secret":""}`}), 400)
+		wantStatus(t, c.do(t, a, call{method: "PUT", path: "/admin/workspaces/" + ws + "/secrets/fax", token: admin, body: `{"secret":"x"}`}), 404)
+		wantStatus(t, c.do(t, a, call{method: "PUT", path: "/admin/workspaces/ws_nope/secrets/telegram", token: admin, body: `{"secret":"x"}`}), 404)
+		wantStatus(t, c.do(t, a, call{method: "PUT", path: secret, token: "wrong", body: `{"secret":"x"}`}), 401)
+		wantStatus(t, c.do(t, a, call{method: "PUT", path: secret, token: admin, body: tooLarge(), chunked: true}), 413)
+		wantStatus(t, c.do(t, a, call{method: "PUT", path: secret, token: admin, body: "x", contentType: "text/plain"}), 415)
+	})
+	if ws == "" {
+		t.Fatal("no workspace: the rest cannot run")
+	}
+
+	send := func(t *testing.T, p *proc, body string, hdr map[string]string) reply {
+		t.Helper()
+		return c.do(t, p, call{method: "POST", path: "/api/messages", token: key, body: body, header: hdr})
+	}
+	var msg1, lock1 string
+	t.Run("send", func(t *testing.T) {
+		first := `{"channel":"sms","recipientPhone":"+1 (555) 010-0001","body":"Contract one","ghlContactId":"g-1"}`
+		m := wantStatus(t, send(t, a, first, nil), 201).json(t)["message"].(map[string]any)
+		msg1, _ = m["id"].(string)
+		lock1, _ = m["dedupLockId"].(string)
+		wantStatus(t, send(t, a, `{"channel":"sms","recipientPhone":"+15550100001","body":"Contract two"}`, nil), 200)
+		dup := wantStatus(t, send(t, a, first, nil), 200).json(t)
+		if dup["duplicateOnly"] != true || dup["message"].(map[string]any)["id"] != msg1 {
+			t.Errorf("duplicate answer %v, want duplicateOnly and message %s", dup, msg1)
+		}
+
+		bad := wantStatus(t, send(t, a, `{"channel":"sms","recipientPhone":"nope","body":"","attachments":[{"url":"http://x.example/a"}]}`, nil), 400).json(t)
+		if errs, _ := bad["errors"].([]any); len(errs) != 3 {
+			t.Errorf("errors %v, want one per bad field (3)", bad["errors"])
+		}
+		wantStatus(t, send(t, a, `{"channel":`, nil), 400)
+		badKey := wantStatus(t, send(t, a, first, map[string]string{"Idempotency-Key": strings.Repeat("k", 256)}), 400).json(t)
+		if errs, _ := badKey["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["field"] != "Idempotency-Key" {
+			t.Errorf("bad Idempotency-Key: errors %v, want the header named", badKey["errors"])
+		}
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/messages", body: first}), 401)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/messages", token: "mk_wrong", body: first}), 401)
+		wantStatus(t, send(t, a, `{"channel":"sms","leadId":"lead_00000000000000000000000000000000","body":"Hi"}`, nil), 404)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/messages", token: key, body: tooLarge(), chunked: true}), 413)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/messages", token: key, body: first, contentType: "text/plain"}), 415)
+	})
+
+	t.Run("idempotency key", func(t *testing.T) {
+		k := map[string]string{"Idempotency-Key": "contract-" + msgapi.NewID("k")}
+		body := `{"channel":"email","recipientEmail":"Keyed@Example.com","body":"Keyed"}`
+		orig := wantStatus(t, send(t, a, body, k), 201)
+		again := wantStatus(t, send(t, a, body, k), 201)
+		if again.header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(again.body, orig.body) {
+			t.Errorf("replay: Idempotent-Replayed %q, same body %v", again.header.Get("Idempotent-Replayed"), bytes.Equal(again.body, orig.body))
+		}
+		wantStatus(t, send(t, a, `{"channel":"email","recipientEmail":"keyed@example.com","body":"Keyed, changed"}`, k), 422)
+
+		// 409: the first request holds the key for the slow provider's 2 s.
+		k2 := map[string]string{"Idempotency-Key": "contract-" + msgapi.NewID("k")}
+		slow := `{"channel":"sms","recipientPhone":"+15550100003","body":"Slow provider"}`
+		var wg sync.WaitGroup
+		var first reply
+		var firstErr error
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			first, firstErr = c.send(t, b, call{method: "POST", path: "/api/messages", token: key, body: slow, header: k2})
+		}()
+		// Send the second once the first holds the key (its record is in
+		// the store), not after a guessed delay.
+		rec := idempotency.RecordID(ws, http.MethodPost, "/api/messages", k2["Idempotency-Key"])
+		keys := db.Collection(idempotency.Collections[0].Name)
+		claimed := false
+		for deadline := time.Now().Add(10 * time.Second); !claimed && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			n, _ := keys.CountDocuments(context.Background(), bson.D{{Key: "_id", Value: rec}})
+			claimed = n > 0
+		}
+		if !claimed {
+			t.Error("the first request never claimed its Idempotency-Key")
+		} else if r := wantStatus(t, send(t, a, slow, k2), 409); r.header.Get("Retry-After") == "" {
+			t.Error("409 without Retry-After")
+		}
+		wg.Wait()
+		if firstErr != nil || first.status != 201 {
+			t.Errorf("the first request: %v %d %s", firstErr, first.status, first.body)
+		}
+	})
+
+	t.Run("duplicate in flight", func(t *testing.T) {
+		// A lock whose message was never written: its holder is still
+		// between winning the lock and writing the message (here: a lock
+		// inserted by hand, as guard writes it). The duplicate waits
+		// MSGAPI_DEDUP_WAIT (100ms) for the message and answers "pending".
+		phone, text := "+15550100005", "Still in flight"
+		lockID := guard.LockID(guard.Key{WorkspaceID: ws, Phone: phone, Body: text})
+		now := time.Now().UTC()
+		_, err := db.Collection("message_dedup_locks").InsertOne(context.Background(), bson.D{
+			{Key: "_id", Value: lockID}, {Key: "workspaceId", Value: ws}, {Key: "messageId", Value: msgapi.NewID("msg")},
+			{Key: "createdAt", Value: now}, {Key: "expiresAt", Value: now.Add(15 * time.Minute)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := wantStatus(t, send(t, a, fmt.Sprintf(`{"channel":"sms","recipientPhone":%q,"body":%q}`, phone, text), nil), 200).json(t)
+		if r["message"] != nil || r["lockId"] != lockID {
+			t.Errorf("in flight: %v, want message null and lockId %s", r, lockID)
+		}
+	})
+
+	t.Run("get message", func(t *testing.T) {
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/api/messages/" + msg1, token: key}), 200)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/api/messages/msg_nope", token: key}), 404)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/api/messages/" + msg1}), 401)
+	})
+
+	t.Run("internal error", func(t *testing.T) {
+		// A stored message the server cannot render (a date past year
+		// 9999 has no RFC 3339 form) is an internal error: 500, with the
+		// body saying only "internal error".
+		body := `{"channel":"sms","recipientPhone":"+15550100006","body":"Unrenderable"}`
+		id, _ := wantStatus(t, send(t, a, body, nil), 201).json(t)["message"].(map[string]any)["id"].(string)
+		_, err := db.Collection("messages").UpdateOne(context.Background(), bson.D{{Key: "_id", Value: id}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "createdAt", Value: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := wantStatus(t, c.do(t, a, call{method: "GET", path: "/api/messages/" + id, token: key}), 500)
+		if d := r.json(t)["detail"]; d != "internal error" {
+			t.Errorf("500 detail %q, want only \"internal error\"", d)
+		}
+		wantStatus(t, send(t, a, body, nil), 500) // the duplicate answer carries the same message
+	})
+
+	t.Run("dedup locks", func(t *testing.T) {
+		if lock1 == "" {
+			t.Fatal("the first send returned no dedupLockId")
+		}
+		wantStatus(t, c.do(t, a, call{method: "DELETE", path: "/api/dedup-locks/" + lock1, token: key}), 200)
+		wantStatus(t, c.do(t, a, call{method: "DELETE", path: "/api/dedup-locks/" + lock1, token: key}), 404)
+		wantStatus(t, c.do(t, a, call{method: "DELETE", path: "/api/dedup-locks/" + lock1}), 401)
+	})
+
+	hook := "/api/webhooks/" + ws + "/telegram"
+	tg := map[string]string{"X-Telegram-Bot-Api-Secret-Token": tgSecret}
+	t.Run("webhooks", func(t *testing.T) {
+		update := `{"update_id":1001,"message":{"message_id":7,"from":{"id":42},"chat":{"id":42},"text":"Hello"}}`
+		wantStatus(t, c.do(t, a, call{method: "POST", path: hook, body: update, header: tg}), 200)
+		again := wantStatus(t, c.do(t, a, call{method: "POST", path: hook, body: update, header: tg}), 200).json(t)
+		if again["duplicate"] != true {
+			t.Errorf("redelivery: %v, want duplicate true", again)
+		}
+		wantStatus(t, c.do(t, a, call{method: "POST", path: hook, body: `{"message":{}}`, header: tg}), 400)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: hook, body: update, header: map[string]string{"X-Telegram-Bot-Api-Secret-Token": "wrong"}}), 401)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/webhooks/" + ws + "/fax", body: update, header: tg}), 404)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: hook, body: tooLarge(), chunked: true, header: tg}), 413)
+
+		// Slack's url_verification gets its challenge back.
+		wantStatus(t, c.do(t, a, call{method: "PUT", path: "/admin/workspaces/" + ws + "/secrets/slack", token: admin, body: `{"secret":"slack-secret"}`}), 204)
+		challenge := `{"type":"url_verification","challenge":"contract-challenge"}`
+		ts := strconv.FormatInt(time.Now().Unix(), 10)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/webhooks/" + ws + "/slack", body: challenge, header: map[string]string{
+			"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": "v0=" + hex.EncodeToString(inbound.SlackSignature("slack-secret", ts, []byte(challenge))),
+		}}), 200)
+
+		// Twilio gets TwiML.
+		wantStatus(t, c.do(t, a, call{method: "PUT", path: "/admin/workspaces/" + ws + "/secrets/twilio", token: admin, body: `{"secret":"twilio-token"}`}), 204)
+		form := url.Values{"MessageSid": {"SM-contract-1"}, "From": {"+15550100099"}, "To": {"+15550100000"}, "Body": {"Hi"}}
+		path := "/api/webhooks/" + ws + "/twilio"
+		sig := inbound.TwilioSignature("twilio-token", a.url+path, form)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: path, body: form.Encode(), contentType: "application/x-www-form-urlencoded",
+			header: map[string]string{"X-Twilio-Signature": base64.StdEncoding.EncodeToString(sig)}}), 200)
+	})
+
+	t.Run("store down", func(t *testing.T) {
+		// b caches the API key, so it gets past authentication to the
+		// store; then a stops, and the engine with it.
+		wantStatus(t, c.do(t, b, call{method: "GET", path: "/api/messages/" + msg1, token: key}), 200)
+		if err := db.Client().Disconnect(context.Background()); err != nil {
+			t.Log(err)
+		}
+		if err := a.stop(); err != nil {
+			t.Fatalf("stop a: %v", err)
+		}
+		calls := []call{
+			{method: "GET", path: "/readyz"},
+			{method: "POST", path: "/api/messages", token: key, body: `{"channel":"sms","recipientPhone":"+15550100007","body":"Store down"}`},
+			{method: "GET", path: "/api/messages/" + msg1, token: key},
+			{method: "DELETE", path: "/api/dedup-locks/" + lock1, token: key},
+			{method: "POST", path: "/admin/workspaces", token: admin, body: `{"name":"Down"}`},
+			{method: "POST", path: "/admin/workspaces/" + ws + "/keys", token: admin},
+			{method: "PUT", path: "/admin/workspaces/" + ws + "/secrets/telegram", token: admin, body: `{"secret":"x"}`},
+			{method: "POST", path: hook, body: `{"update_id":1002}`, header: tg},
+		}
+		var wg sync.WaitGroup
+		for _, cl := range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := c.send(t, b, cl)
+				if err != nil || r.status != http.StatusServiceUnavailable {
+					t.Errorf("%s %s with the store down: %v %d %s", cl.method, cl.path, err, r.status, truncate(r.body))
+				}
+			}()
+		}
+		wg.Wait()
+	})
+
+	c.verify(t)
+}
+
+// wantStatus fails t unless r has the status; it returns r.
+func wantStatus(t *testing.T, r reply, status int) reply {
+	t.Helper()
+	if r.status != status {
+		t.Errorf("status %d, want %d: %s", r.status, status, truncate(r.body))
+	}
+	return r
+}
+
+// tooLarge is a body one byte over the 1 MiB limit.
+func tooLarge() string { return `{"x":"` + strings.Repeat("a", 1<<20) + `"}` }
+
+// connectStore opens the embedded engine's database with the MongoDB
+// driver, as another process would.
+func connectStore(t *testing.T, addr string) *mongo.Database {
+	t.Helper()
+	cl, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + addr + "/").SetServerSelectionTimeout(5 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Disconnect(context.Background()) })
+	return cl.Database("msgapi")
+}
