@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
@@ -120,7 +121,8 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		secs := int(e.RetryAfter.Seconds() + 0.999)
 		c.Response().Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 	}
-	if p.Code == msgapi.CodeUnauthorized {
+	// Bearer routes say how to authenticate; vendor webhooks are signed, not bearer.
+	if p.Code == msgapi.CodeUnauthorized && !strings.HasPrefix(c.Request().URL.Path, "/api/webhooks/") {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="msgapi"`)
 	}
 	writeJSON(c, p.Status, "application/problem+json", p)

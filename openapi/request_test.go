@@ -104,16 +104,6 @@ func topGap(e *msgapi.Error) gap {
 	return ""
 }
 
-// lenientSpace reports a body that ParseSendRequest accepts only because
-// it trims Unicode white space (bytes.TrimSpace: \v, \f, U+0085, U+00A0…)
-// around the JSON text, where JSON allows only space, tab, CR and LF. That
-// is a leniency of the parser, reported to its owners, not a rule for the
-// document to state. When the parser is fixed, the "non-JSON white space"
-// case fails and this goes.
-func lenientSpace(body []byte) bool {
-	return !bytes.Equal(bytes.TrimSpace(body), bytes.Trim(body, " \t\r\n"))
-}
-
 type validator struct {
 	doc   *openapi3.T
 	route *routers.Route
@@ -146,8 +136,6 @@ func (v *validator) verdict(body []byte) (schemaErr, parseErr error, gaps map[ga
 	schemaErr = v.schema(body)
 	_, parseErr = messages.ParseSendRequest(body, "US")
 	switch {
-	case parseErr == nil && schemaErr != nil && lenientSpace(body):
-		// Known and reported; see lenientSpace.
 	case parseErr == nil && schemaErr != nil:
 		return schemaErr, parseErr, nil, "ParseSendRequest accepts it but the schema rejects it"
 	case parseErr != nil && schemaErr == nil:
@@ -363,8 +351,8 @@ var agreementCases = []agreementCase{
 	{name: "invalid UTF-8", body: "{\"channel\":\"sms\",\"recipientPhone\":\"+15550100000\",\"body\":\"\xff\"}", gap: gapUnicode},
 	{name: "text after the object", body: sms() + ` {}`, gap: gapOneValue},
 
-	// The parser accepts what JSON does not allow: see lenientSpace.
-	{name: "non-JSON white space around the object", body: "\v\u00a0" + sms() + "\f", ok: true},
+	// Only JSON's own white space may surround the object.
+	{name: "non-JSON white space around the object", body: "\v\u00a0" + sms() + "\f", ok: false},
 }
 
 func TestSendRequestSchemaAgreesWithParser(t *testing.T) {
@@ -375,14 +363,11 @@ func TestSendRequestSchemaAgreesWithParser(t *testing.T) {
 			if problem != "" {
 				t.Fatalf("%s\n schema: %v\n parser: %v\n body: %.300s", problem, schemaErr, parseErr, tc.body)
 			}
-			if lenientSpace([]byte(tc.body)) && (parseErr != nil || schemaErr == nil) {
-				t.Fatalf("ParseSendRequest no longer accepts non-JSON white space around the body (or the schema does): remove lenientSpace; parser: %v, schema: %v", parseErr, schemaErr)
-			}
 			if got := parseErr == nil; got != tc.ok && tc.gap == "" {
 				t.Fatalf("ParseSendRequest accepts=%v, want %v: %v", got, tc.ok, parseErr)
 			}
 			if tc.gap == "" {
-				if (schemaErr == nil) != (parseErr == nil) && !lenientSpace([]byte(tc.body)) {
+				if (schemaErr == nil) != (parseErr == nil) {
 					t.Fatalf("schema accepts, parser rejects (%v): not a documented gap", parseErr)
 				}
 				return
