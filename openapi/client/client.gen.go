@@ -3189,8 +3189,7 @@ type ReceiveWebhookResponse400Headers struct {
 
 // ReceiveWebhookResponse401Headers the declared response headers of an HTTP 401 response for ReceiveWebhook
 type ReceiveWebhookResponse401Headers struct {
-	WWWAuthenticate string
-	XRequestId      string
+	XRequestId string
 }
 
 // ReceiveWebhookResponse404Headers the declared response headers of an HTTP 404 response for ReceiveWebhook
@@ -4886,13 +4885,6 @@ func ParseReceiveWebhookResponse(rsp *http.Response) (*ReceiveWebhookResponse, e
 		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ReceiveWebhookResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = value
-		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
