@@ -1,0 +1,172 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// phase is one measured scenario.
+type phase struct {
+	name     string
+	clients  int
+	requests int
+	elapsed  time.Duration
+	took     []time.Duration // sorted
+	// roundTrips is the store round trips per request the design states
+	// (README, "Round trips per request"); 0 when it states none.
+	roundTrips int
+	// commands is the store's own count of data commands per request during
+	// the phase; NaN where the store does not count.
+	commands float64
+	kinds    map[string]int // answers by kind
+}
+
+func phaseOf(name string, clients, roundTrips int, answers []answer, elapsed time.Duration, commands float64) phase {
+	p := phase{name: name, clients: clients, requests: len(answers), elapsed: elapsed,
+		roundTrips: roundTrips, commands: commands, kinds: map[string]int{}}
+	for _, a := range answers {
+		p.took = append(p.took, a.took)
+		switch {
+		case a.replayed:
+			p.kinds["replayed"]++
+		case a.kind != "":
+			p.kinds[a.kind]++
+		}
+	}
+	slices.Sort(p.took)
+	return p
+}
+
+func (p phase) rate() float64 { return float64(p.requests) / p.elapsed.Seconds() }
+
+// percentile is the nearest-rank percentile q (0 < q ≤ 1).
+func (p phase) percentile(q float64) time.Duration {
+	if len(p.took) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(p.took)))) - 1
+	return p.took[max(i, 0)]
+}
+
+// report is one run's figures and verdict.
+type report struct {
+	started  time.Time
+	cfg      config
+	t        target
+	raw      []phase // before and after the scenarios
+	phases   []phase
+	delivery string
+	failures []string
+}
+
+func newReport(c config, t target) *report { return &report{started: time.Now(), cfg: c, t: t} }
+
+func (r *report) add(p phase) { r.phases = append(r.phases, p) }
+
+// rawRate is the mean of the raw insert rates: the unit of the ratios.
+func (r *report) rawRate() float64 {
+	sum := 0.0
+	for _, p := range r.raw {
+		sum += p.rate()
+	}
+	return sum / float64(len(r.raw))
+}
+
+func (r *report) print(w io.Writer) {
+	c := r.cfg
+	fmt.Fprintf(w, "\nmsgapi load run, %s\n", r.started.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "machine: %d cores%s, %s %s/%s\n", runtime.NumCPU(), cpuModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if r.t.embedded {
+		fmt.Fprintf(w, "server: msgapi built from ./cmd/msgapi, embedded store (FerretDB, SQLite) at %s, webhook SMS provider\n", r.t.storeURI)
+	} else {
+		fmt.Fprintf(w, "server: %s, store %s\n", r.t.url, r.t.storeURI)
+	}
+	fmt.Fprintf(w, "sizes: -c %d -leads %d -unique %d -resends %d -storms %d -storm-size %d (%d storm(s) at a time) -keys %d -replays %d -raw %d\n\n",
+		c.clients, c.leads, c.unique, c.resends, c.storms, c.stormSize, stormRunners(c), c.keys, c.replays, c.raw)
+
+	raw := r.rawRate()
+	fmt.Fprintln(w, "| scenario | requests | clients | req/s | p50 | p95 | p99 | × raw | store commands / request | design: round trips → × raw |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	rows := append(append([]phase{r.raw[0]}, r.phases...), r.raw[1])
+	for i, p := range rows {
+		name := p.name
+		switch {
+		case i == 0:
+			name += " (before)"
+		case i == len(rows)-1:
+			name += " (after)"
+		}
+		design, cmds := "—", "—"
+		if p.roundTrips > 0 {
+			design = fmt.Sprintf("%d → %.2f", p.roundTrips, 1/float64(p.roundTrips))
+		}
+		if !math.IsNaN(p.commands) {
+			cmds = fmt.Sprintf("%.2f", p.commands)
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %.0f | %s | %s | %s | %.2f | %s | %s |\n",
+			name, p.requests, p.clients, p.rate(), ms(p.percentile(.50)), ms(p.percentile(.95)), ms(p.percentile(.99)), p.rate()/raw, cmds, design)
+	}
+	before, after := r.raw[0].rate(), r.raw[1].rate()
+	fmt.Fprintf(w, "\nraw insert rate: %.0f/s before, %.0f/s after (they differ by %.0f%%); the ratios divide by their mean, %.0f/s\n",
+		before, after, 100*math.Abs(before-after)/raw, raw)
+	fmt.Fprint(w, "answers:")
+	for i, p := range r.phases {
+		sep := ";"
+		if i == 0 {
+			sep = ""
+		}
+		fmt.Fprintf(w, "%s %s %s", sep, strings.SplitN(p.name, ":", 2)[0], kindList(p.kinds))
+	}
+	fmt.Fprintf(w, "\nstore commands / request: data commands (insert, find, update, delete, findAndModify, …) the store served during the phase, by its own serverStatus count\n")
+	fmt.Fprintf(w, "deliveries: %s\n", r.delivery)
+	if len(r.failures) == 0 {
+		fmt.Fprintln(w, "checks: every logical message delivered exactly once; every answer as expected")
+		return
+	}
+	fmt.Fprintf(w, "checks: %d FAILED\n", len(r.failures))
+	for i, f := range r.failures {
+		if i == 20 {
+			fmt.Fprintf(w, "  … and %d more\n", len(r.failures)-20)
+			break
+		}
+		fmt.Fprintln(w, "  "+f)
+	}
+}
+
+func kindList(kinds map[string]int) string {
+	var parts []string
+	for _, k := range []string{"sent", "duplicate", "pending", "replayed", "error"} {
+		if kinds[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", kinds[k], k))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func ms(d time.Duration) string {
+	f := float64(d) / float64(time.Millisecond)
+	if f < 10 {
+		return fmt.Sprintf("%.2f ms", f)
+	}
+	return fmt.Sprintf("%.1f ms", f)
+}
+
+// cpuModel is the processor's name where Linux says it, for the record.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return " (" + strings.TrimSpace(v) + ")"
+		}
+	}
+	return ""
+}
