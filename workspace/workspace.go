@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
@@ -58,6 +60,9 @@ type Store struct {
 
 	mu    sync.Mutex
 	cache map[string]cached // key hash → workspace
+	// group collapses concurrent cold lookups of one key into one read, so a
+	// burst on a cold cache costs the store one lookup, not one per request.
+	group singleflight.Group
 }
 
 type cached struct {
@@ -159,8 +164,26 @@ func (s *Store) Authenticate(ctx context.Context, key string) (Workspace, error)
 			return c.ws, nil
 		}
 	}
+	v, err, _ := s.group.Do(h, func() (any, error) { return s.lookup(ctx, h) })
+	if err != nil {
+		return Workspace{}, err
+	}
+	ws := v.(Workspace)
+	if s.cacheTTL > 0 {
+		s.mu.Lock()
+		if len(s.cache) >= maxCached {
+			clear(s.cache)
+		}
+		s.cache[h] = cached{ws: ws, expires: now.Add(s.cacheTTL)}
+		s.mu.Unlock()
+	}
+	return ws, nil
+}
+
+// lookup reads the key's workspace from the store: two reads by _id.
+func (s *Store) lookup(ctx context.Context, hash string) (Workspace, error) {
 	var k apiKey
-	err := s.keys.FindOne(ctx, bson.D{{Key: "_id", Value: h}}).Decode(&k)
+	err := s.keys.FindOne(ctx, bson.D{{Key: "_id", Value: hash}}).Decode(&k)
 	switch {
 	case store.IsNotFound(err):
 		return Workspace{}, errUnauthorized
@@ -171,18 +194,7 @@ func (s *Store) Authenticate(ctx context.Context, key string) (Workspace, error)
 	if msgapi.ErrorCode(err) == msgapi.CodeNotFound {
 		return Workspace{}, errUnauthorized
 	}
-	if err != nil {
-		return Workspace{}, err
-	}
-	if s.cacheTTL > 0 {
-		s.mu.Lock()
-		if len(s.cache) >= maxCached {
-			clear(s.cache)
-		}
-		s.cache[h] = cached{ws: ws, expires: now.Add(s.cacheTTL)}
-		s.mu.Unlock()
-	}
-	return ws, nil
+	return ws, err
 }
 
 var errUnauthorized = msgapi.Errorf(msgapi.CodeUnauthorized, "a valid API key is required: Authorization: Bearer <key>")
