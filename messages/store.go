@@ -365,11 +365,7 @@ func jsonValue(x any) any {
 	case map[string]any:
 		return jsonSafe(t)
 	case bson.A:
-		out := make([]any, len(t))
-		for i, e := range t {
-			out[i] = jsonValue(e)
-		}
-		return out
+		return jsonValue([]any(t))
 	case []any:
 		out := make([]any, len(t))
 		for i, e := range t {
