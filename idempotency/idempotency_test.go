@@ -392,10 +392,10 @@ func TestDifferentBodySameKeyIs422(t *testing.T) {
 	a.wantSends(t, 1)
 }
 
-func TestConcurrentSameKeyOneSend(t *testing.T) {
-	a := newApp(t)
-	a.delay = 300 * time.Millisecond
-	const n = 20
+// postTogether sends n copies of one request with one key, released
+// together by a barrier, and returns the answers.
+func (a *app) postTogether(t *testing.T, n int, body, key string) []response {
+	t.Helper()
 	var (
 		wg      sync.WaitGroup
 		barrier = make(chan struct{})
@@ -406,11 +406,19 @@ func TestConcurrentSameKeyOneSend(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-barrier
-			got[i] = a.post(t, wsA, msg, "race")
+			got[i] = a.post(t, wsA, body, key)
 		}()
 	}
 	close(barrier)
 	wg.Wait()
+	return got
+}
+
+func TestConcurrentSameKeyOneSend(t *testing.T) {
+	a := newApp(t)
+	a.delay = 300 * time.Millisecond
+	const n = 20
+	got := a.postTogether(t, n, msg, "race")
 
 	a.wantSends(t, 1)
 	var original []response
@@ -557,21 +565,7 @@ func TestCrashedHolderIsTakenOver(t *testing.T) {
 	a.putRecord(t, wsA, "dead", msg, "in_progress", created, created.Add(lease), created)
 	a.delay = 200 * time.Millisecond
 	const n = 8
-	var (
-		wg      sync.WaitGroup
-		barrier = make(chan struct{})
-		got     = make([]response, n)
-	)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-barrier
-			got[i] = a.post(t, wsA, msg, "dead")
-		}()
-	}
-	close(barrier)
-	wg.Wait()
+	got := a.postTogether(t, n, msg, "dead")
 	a.wantSends(t, 1)
 	originals := 0
 	for i, r := range got {
