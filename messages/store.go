@@ -28,14 +28,6 @@ import (
 // Collections used by this package.
 var Collections = []store.Collection{{Name: "leads"}, {Name: "conversations"}, {Name: "messages"}}
 
-// Message statuses.
-const (
-	StatusSending = "sending" // written, handed to the provider, no answer yet
-	StatusSent    = "sent"
-	StatusFailed  = "failed"  // the provider definitively refused it: it reached no one
-	StatusUnknown = "unknown" // timeout or transport error: it may have been delivered
-)
-
 // Lead is one contact of a workspace: one phone number or one email address.
 type Lead struct {
 	ID          string    `bson:"_id"`

@@ -1,0 +1,80 @@
+package messages
+
+// Message states and their allowed moves, in one place: the send path, the
+// outcome sweeper and delivery receipts all ask Move before they write a
+// status, so no package compares status strings of its own.
+//
+//	sending ──► sent ──► delivered ──► read
+//	   │         │   └──► undelivered
+//	   │         └──────► failed            (a carrier refusal after acceptance)
+//	   ├──► failed                          (the provider refused: reached no one)
+//	   └──► unknown ──► sent | delivered | undelivered | failed
+//	                                        (a late answer settles an ambiguous one)
+//	received                                (inbound; final)
+//	tombstone                               (a fenced message id; never sent, never listed)
+//
+// Moves only go up in rank, so a late or repeated receipt never moves a
+// message backwards.
+const (
+	StatusSending     = "sending"     // written, handed to the provider, no answer yet
+	StatusSent        = "sent"        // the provider accepted it
+	StatusFailed      = "failed"      // the provider or carrier definitively refused it
+	StatusUnknown     = "unknown"     // timeout, transport error or lost outcome: it may have been delivered
+	StatusDelivered   = "delivered"   // the carrier reported delivery
+	StatusUndelivered = "undelivered" // the carrier reported it could not deliver
+	StatusRead        = "read"        // the recipient read it (where the channel tells)
+	StatusReceived    = "received"    // an inbound message
+	// StatusTombstone marks a message id that was fenced before its message
+	// was written: whoever declared the holder gone inserted this document
+	// under the holder's id, so the holder's own insert fails and it never
+	// sends. It is never answered or listed as a message.
+	StatusTombstone = "tombstone"
+)
+
+// rank orders outbound states; a move must go up. sent and unknown share a
+// rank only in the sense that unknown may become sent, never the reverse.
+var rank = map[string]int{
+	StatusSending:     1,
+	StatusUnknown:     2,
+	StatusSent:        3,
+	StatusFailed:      4,
+	StatusDelivered:   4,
+	StatusUndelivered: 4,
+	StatusRead:        5,
+}
+
+// CanMove reports whether a message in state from may be moved to state to.
+// Moving to the same state is not a move (receipts that repeat record
+// nothing new).
+func CanMove(from, to string) bool {
+	if from == to {
+		return false
+	}
+	switch from {
+	case StatusTombstone, StatusReceived, StatusRead:
+		return false
+	case StatusFailed, StatusUndelivered:
+		return false // final: nothing reached the person
+	case StatusDelivered:
+		return to == StatusRead
+	}
+	rf, okf := rank[from]
+	rt, okt := rank[to]
+	return okf && okt && rt > rf
+}
+
+// Final reports whether a message in this state will not change through
+// the send path any more (receipts may still move sent and delivered on).
+func Final(status string) bool { return status != StatusSending }
+
+// Reached reports whether a message in this state may have reached its
+// recipient. Only a definitive refusal (failed, undelivered) and a tombstone
+// did not; sending and unknown may have, so the duplicate guard blocks a
+// resend of them.
+func Reached(status string) bool {
+	switch status {
+	case StatusFailed, StatusTombstone, StatusUndelivered:
+		return false
+	}
+	return true
+}
