@@ -2,8 +2,11 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -41,13 +44,18 @@ type SendMetrics interface {
 }
 
 // SiblingReader adapts the message store to the guard: one read by _id.
+// (The guard's Fence is messages.Store.Fence.)
 func SiblingReader(ms *messages.Store) func(ctx context.Context, id string) (guard.Sibling, bool, error) {
 	return func(ctx context.Context, id string) (guard.Sibling, bool, error) {
 		m, found, err := ms.Get(ctx, id)
 		if err != nil || !found {
 			return guard.Sibling{}, found, err
 		}
-		return guard.Sibling{ID: m.ID, Status: m.Status, CreatedAt: m.CreatedAt, Doc: m}, true, nil
+		return guard.Sibling{
+			ID: m.ID, Status: m.Status, CreatedAt: m.CreatedAt, Doc: m,
+			Tombstone: m.Status == messages.StatusTombstone,
+			Refused:   m.Status != messages.StatusTombstone && !messages.Reached(m.Status),
+		}, true, nil
 	}
 }
 
@@ -60,9 +68,13 @@ type sendResponse struct {
 }
 
 // duplicateResponse is the answer when the guard caught a duplicate.
+// Pending marks the "still in flight" answer (message null): not a
+// finished request, to be retried.
 type duplicateResponse struct {
 	Success          bool              `json:"success"`
 	DuplicateOnly    bool              `json:"duplicateOnly"`
+	Pending          bool              `json:"pending,omitempty"`
+	OriginalAgeMs    *int64            `json:"originalAgeMs,omitempty"`
 	DuplicateMessage string            `json:"duplicateMessage"`
 	LockID           string            `json:"lockId"`
 	Message          *messages.Message `json:"message"`
@@ -122,9 +134,15 @@ func (s *Server) sendMessage(c echo.Context) error {
 		return fmt.Errorf("no sender configured for channel %s", req.Channel)
 	}
 
-	// Duplicate guard.
+	// Duplicate guard. The message id is allocated before anything is
+	// claimed (a keyed request's claim already names it), and the insert
+	// of the message under it is the commit point: see messages.Insert.
 	phone, email := req.DeliveryAddress()
-	msgID := msgapi.NewID("msg")
+	keyed := idempotency.CommitID(ctx)
+	msgID := keyed
+	if msgID == "" {
+		msgID = msgapi.NewID("msg")
+	}
 	d, err := o.Guard.Acquire(ctx, guard.Key{WorkspaceID: ws.ID, Phone: phone, Email: email, Body: req.Body}, msgID)
 	if err != nil {
 		return err
@@ -132,7 +150,15 @@ func (s *Server) sendMessage(c echo.Context) error {
 	switch d.Outcome {
 	case guard.Duplicate:
 		// A duplicate answer is a send-stage outcome: an Idempotency-Key
-		// replays it.
+		// replays it. Under a key, the decision is also committed under
+		// the request's own id, so that a retry after this process dies
+		// answers the same duplicate instead of running again (and
+		// sending, once the window has passed).
+		if keyed != "" {
+			if err := o.Messages.FenceAsDuplicate(ctx, msgID, d.Sibling.ID); err != nil {
+				return err
+			}
+		}
 		idempotency.MarkSendStage(ctx)
 		s.metricDuplicate(d.Mode)
 		return s.writeDuplicate(c, d)
@@ -140,20 +166,27 @@ func (s *Server) sendMessage(c echo.Context) error {
 		// Not stored under an Idempotency-Key: a retry with the key must
 		// get the original once it is written, not this placeholder.
 		s.metricDuplicate("pending")
-		return writeJSON(c, http.StatusOK, echo.MIMEApplicationJSON, duplicateResponse{
-			Success: true, DuplicateOnly: true, LockID: d.LockID,
-			DuplicateMessage: "An identical request for this contact is still being processed; retry after it completes to get the original message.",
-		})
+		return s.writePending(c, d.LockID, d.RetryAfter, d.SiblingAge)
 	}
 
 	// Won (or Unguarded: the guard's store failed and we send without it).
 	written := false
 	if d.Outcome == guard.Won {
 		defer func() {
-			if !written { // failed before the message existed: free the lock for a retry
-				if err := o.Guard.Release(context.WithoutCancel(ctx), d.LockID, msgID); err != nil {
-					logger(c).Warn().Err(err).Str("lockId", d.LockID).Msg("release dedup lock")
-				}
+			if written {
+				return
+			}
+			// Failed before the message existed: free the lock for a retry.
+			rctx := context.WithoutCancel(ctx)
+			err := o.Guard.Release(rctx, d.LockID, msgID)
+			if errors.Is(err, guard.ErrWritten) {
+				// The insert landed although it reported an error; the
+				// provider was never called. Say so on the message, which
+				// also frees its text for a retry.
+				err = o.Messages.MarkNotSent(rctx, msgID, "not sent: the request failed after its message was written")
+			}
+			if err != nil {
+				logger(c).Warn().Err(err).Str("lockId", d.LockID).Str("messageId", msgID).Msg("release dedup lock")
 			}
 		}()
 	}
@@ -180,12 +213,19 @@ func (s *Server) sendMessage(c echo.Context) error {
 		Channel: req.Channel, Direction: "outbound",
 		RecipientPhone: phone, RecipientEmail: email,
 		Body: req.Body, Subject: req.Subject, Attachments: req.Attachments, Metadata: req.Metadata,
-		Status: messages.StatusSending, Provider: snd.Name(), CRM: lead.CRM,
+		Status: messages.StatusSending, Provider: snd.Name(), CRM: lead.CRM, LeadCreated: created,
 	}
 	if d.Outcome == guard.Won {
 		m.DedupLockID = d.LockID
 	}
-	if err := o.Messages.Insert(ctx, m); err != nil {
+	if err := o.Messages.Insert(ctx, m); errors.Is(err, messages.ErrFenced) {
+		// Declared gone while it stalled (lease, operator delete, a
+		// takeover of its key): whoever fenced it sends instead. Nothing
+		// was sent; the caller retries and gets that message.
+		logger(c).Warn().Str("event", events.SendFenced).Str("workspaceId", ws.ID).
+			Str("messageId", msgID).Str("lockId", d.LockID).Msg("request fenced before its message was written; not sent")
+		return s.writePending(c, d.LockID, time.Second, 0)
+	} else if err != nil {
 		return err
 	}
 	written = true
@@ -241,11 +281,28 @@ func (s *Server) metricDuplicate(mode string) {
 
 func (s *Server) writeDuplicate(c echo.Context, d guard.Decision) error {
 	m, _ := d.Sibling.Doc.(messages.Message)
-	secs := int(d.SiblingAge.Round(time.Second) / time.Second)
+	return writeJSON(c, http.StatusOK, echo.MIMEApplicationJSON, duplicateOf(m, d.LockID, d.SiblingAge))
+}
+
+// duplicateOf is the duplicate answer naming the original message m.
+func duplicateOf(m messages.Message, lockID string, age time.Duration) duplicateResponse {
+	secs := int(max(age, 0).Round(time.Second) / time.Second)
 	text := fmt.Sprintf("The same text was sent to this contact %d seconds ago; the existing message is returned and nothing was sent again.", secs)
-	return writeJSON(c, http.StatusOK, echo.MIMEApplicationJSON, duplicateResponse{
-		Success: true, DuplicateOnly: true, DuplicateMessage: text, LockID: d.LockID,
+	return duplicateResponse{
+		Success: true, DuplicateOnly: true, DuplicateMessage: text, LockID: lockID,
 		Message: &m, crmKeys: keysOf(m.LeadID, m.CRM),
+	}
+}
+
+// writePending is the "still in flight" answer: not a finished request.
+// Retry-After says when a retry will find the original (at least 1 s);
+// originalAgeMs is how long the original has been in flight.
+func (s *Server) writePending(c echo.Context, lockID string, retryAfter, age time.Duration) error {
+	c.Response().Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(retryAfter.Seconds())))))
+	ms := age.Milliseconds()
+	return writeJSON(c, http.StatusOK, echo.MIMEApplicationJSON, duplicateResponse{
+		Success: true, DuplicateOnly: true, Pending: true, OriginalAgeMs: &ms, LockID: lockID,
+		DuplicateMessage: "An identical request for this contact is still being processed; retry after it completes to get the original message.",
 	})
 }
 

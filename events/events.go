@@ -15,6 +15,13 @@ const (
 
 	DedupLockDeleted = "message.api.dedup_lock_deleted"
 	LockTakenOver    = "message.api.dedup_lock_taken_over"
+	// SendFenced: a request was declared gone (lease, operator delete, a
+	// takeover of its Idempotency-Key) before its message was written; its
+	// message id holds a tombstone and it did not send.
+	SendFenced = "message.api.send_fenced"
+	// OutcomeLost: a message was still "sending" long after the send
+	// timeout (its process ended during the provider call): now "unknown".
+	OutcomeLost = "message.api.outcome_lost"
 
 	InboundReceived         = "inbound.received"
 	InboundDuplicate        = "inbound.duplicate"

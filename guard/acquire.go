@@ -65,7 +65,14 @@ func (g *Guard) contend(ctx context.Context, workspaceID, lockID, messageID stri
 	var (
 		sib   *Sibling  // the holder's message, when wait has just read it
 		until time.Time // end of the wait (real clock), set when waiting starts
+		seen  = holders{}
 	)
+	mode := func() string {
+		if until.IsZero() {
+			return events.ModeLockResolved
+		}
+		return events.ModeLockResolvedPolled
+	}
 	v, err := g.observe(ctx, lockID)
 	for step := 0; step < maxSteps; step++ {
 		if err != nil {
@@ -73,6 +80,14 @@ func (g *Guard) contend(ctx context.Context, workspaceID, lockID, messageID stri
 		}
 		if v == nil {
 			// Released, deleted, or expired and reaped since our insert lost.
+			// A holder we saw may still have sent: resolve it first.
+			dup, derr := g.resolveSeen(ctx, lockID, seen, "")
+			switch {
+			case derr != nil:
+				return Decision{}, derr
+			case dup != nil:
+				return g.duplicate(ctx, workspaceID, lockID, messageID, dup.createdAt, dup.sib, mode()), nil
+			}
 			ierr := g.insertLock(ctx, workspaceID, lockID, messageID)
 			switch {
 			case ierr == nil:
@@ -96,6 +111,7 @@ func (g *Guard) contend(ctx context.Context, workspaceID, lockID, messageID stri
 			}
 			continue
 		}
+		seen.saw(v)
 
 		var (
 			reason string
@@ -107,12 +123,15 @@ func (g *Guard) contend(ctx context.Context, workspaceID, lockID, messageID stri
 		case err != nil:
 			return Decision{}, err
 		case dup != nil:
-			mode := events.ModeLockResolved
-			if !until.IsZero() {
-				mode = events.ModeLockResolvedPolled
-			}
-			return g.duplicate(ctx, workspaceID, lockID, messageID, v, dup, mode), nil
+			return g.duplicate(ctx, workspaceID, lockID, messageID, v.h.createdAt, dup, mode()), nil
 		case reason != "":
+			seen.dead(v.h.messageID)
+			if d, derr := g.resolveSeen(ctx, lockID, seen, v.h.messageID); derr != nil || d != nil {
+				if derr != nil {
+					return Decision{}, derr
+				}
+				return g.duplicate(ctx, workspaceID, lockID, messageID, d.createdAt, d.sib, mode()), nil
+			}
 			var won bool
 			won, v, err = g.takeOver(ctx, workspaceID, lockID, v, messageID, reason)
 			if err == nil && won {
@@ -142,37 +161,145 @@ func (g *Guard) contend(ctx context.Context, workspaceID, lockID, messageID stri
 
 var errContention = errors.New("lock contention")
 
+// holders are the message holders one request has seen: before it may win
+// the lock, each must be known not to have sent within its window.
+type holders map[string]*seenHolder
+
+type seenHolder struct {
+	createdAt, expiresAt time.Time
+	gone                 bool // fenced, refused or expired: it counts for nothing
+}
+
+// saw records v's holder and the generation the lock document names.
+func (hs holders) saw(v *view) {
+	add := func(id string, created, expires time.Time) {
+		if _, ok := hs[id]; !ok {
+			hs[id] = &seenHolder{createdAt: created, expiresAt: expires}
+		}
+	}
+	add(v.lock.MessageID, v.lock.CreatedAt, v.lock.ExpiresAt)
+	if !v.h.removing {
+		add(v.h.messageID, v.h.createdAt, v.h.expiresAt)
+	}
+}
+
+func (hs holders) dead(id string) {
+	if h := hs[id]; h != nil {
+		h.gone = true
+	}
+}
+
+// found is a sibling that resolveSeen turned up.
+type found struct {
+	sib       *Sibling
+	createdAt time.Time
+}
+
+// resolveSeen makes sure that no holder in seen (but skip) may have sent
+// within its window: a holder whose message is written, not refused and not
+// expired is returned as the answer; one whose message is not written is
+// fenced. On the common path every holder is already resolved and this costs
+// nothing; after a lock vanished or moved it costs a read (and a fence) per
+// holder seen.
+func (g *Guard) resolveSeen(ctx context.Context, lockID string, seen holders, skip string) (*found, error) {
+	for id, h := range seen {
+		if h.gone || id == skip {
+			continue
+		}
+		sib, err := g.sibling(ctx, lockID, id)
+		if err != nil {
+			return nil, err
+		}
+		if sib == nil {
+			won, err := g.fence(ctx, lockID, reasonCrashed, id)
+			if err != nil {
+				return nil, err
+			}
+			if won {
+				h.gone = true
+				continue
+			}
+			if sib, err = g.sibling(ctx, lockID, id); err != nil {
+				return nil, err
+			}
+			if sib == nil {
+				return nil, unavailable(fmt.Sprintf("message %s neither written nor fenced, lock", id), lockID, errContention)
+			}
+		}
+		if sib.Tombstone || sib.Refused || !g.now().Before(h.expiresAt) {
+			h.gone = true
+			continue
+		}
+		return &found{sib: sib, createdAt: h.createdAt}, nil
+	}
+	return nil, nil
+}
+
 // judge decides about v's holder: a reason means the holder is gone and the
 // lock may be taken over; a sibling means its message is written (the request
 // is a duplicate); neither means wait. sib, when set, is the holder's message
 // as wait just read it.
+//
+// A holder whose message is not written after its lease (or past its window)
+// is fenced before it is declared gone: if the tombstone loses, its message
+// was written in the meantime and is judged like any other.
 func (g *Guard) judge(ctx context.Context, lockID string, v *view, sib *Sibling) (reason string, dup *Sibling, err error) {
 	now := g.now()
-	switch {
-	case !now.Before(v.h.expiresAt):
-		return reasonExpired, nil, nil
-	case v.h.removing:
+	if v.h.removing {
 		// Its remover deletes the lock within milliseconds; one that has
-		// not after Lease died doing so.
+		// not after Lease died doing so. A remover writes no message.
 		if now.Sub(v.h.createdAt) >= g.o.Lease {
 			return reasonCrashed, nil, nil
 		}
 		return "", nil, nil
 	}
-	if sib == nil {
-		if sib, err = g.sibling(ctx, lockID, v.h.messageID); err != nil {
-			return "", nil, err
+	expired := !now.Before(v.h.expiresAt)
+	for range 2 {
+		if sib == nil {
+			if sib, err = g.sibling(ctx, lockID, v.h.messageID); err != nil {
+				return "", nil, err
+			}
 		}
+		switch {
+		case sib != nil && sib.Tombstone:
+			// Fenced by someone else: it never sends. Name why it was.
+			switch {
+			case expired:
+				return reasonExpired, nil, nil
+			case now.Sub(v.h.createdAt) >= g.o.Lease:
+				return reasonCrashed, nil, nil
+			}
+			return reasonFenced, nil, nil
+		case sib != nil && sib.Refused:
+			return reasonFailedSibling, nil, nil // it reached no one: send again
+		case sib != nil && expired:
+			return reasonExpired, nil, nil
+		case sib != nil:
+			return "", sib, nil
+		case !expired && now.Sub(v.h.createdAt) < g.o.Lease:
+			return "", nil, nil // still within its lease: wait for it
+		}
+		reason = reasonCrashed // its winner died (or stalls) before writing the message
+		if expired {
+			reason = reasonExpired
+		}
+		won, err := g.fence(ctx, lockID, reason, v.h.messageID)
+		if err != nil || won {
+			return reason, nil, err
+		}
+		// The tombstone lost: the message was written just now. Judge it.
 	}
-	switch {
-	case sib != nil && sib.Status == StatusFailed:
-		return reasonFailedSibling, nil, nil // it reached no one: send again
-	case sib != nil:
-		return "", sib, nil
-	case now.Sub(v.h.createdAt) >= g.o.Lease:
-		return reasonCrashed, nil, nil // its winner died before writing the message
+	return "", nil, unavailable(fmt.Sprintf("message %s neither written nor fenced, lock", v.h.messageID), lockID, errContention)
+}
+
+// fence inserts a tombstone under messageID; won=false when the id already
+// holds a document.
+func (g *Guard) fence(ctx context.Context, lockID, reason, messageID string) (bool, error) {
+	won, err := g.o.Fence(ctx, reason, messageID)
+	if err != nil {
+		return false, unavailable(fmt.Sprintf("fence message %s of", messageID), lockID, err)
 	}
-	return "", nil, nil
+	return len(won) == 1 && won[0], nil
 }
 
 // takeOver claims v's holder's generation for messageID and, having won the
@@ -217,10 +344,10 @@ func (g *Guard) sibling(ctx context.Context, lockID, messageID string) (*Sibling
 	return &s, nil
 }
 
-func (g *Guard) duplicate(ctx context.Context, workspaceID, lockID, messageID string, v *view, s *Sibling, mode string) Decision {
+func (g *Guard) duplicate(ctx context.Context, workspaceID, lockID, messageID string, lockCreated time.Time, s *Sibling, mode string) Decision {
 	created := s.CreatedAt
 	if created.IsZero() {
-		created = v.h.createdAt
+		created = lockCreated
 	}
 	now := g.now()
 	g.event(ctx, zerolog.InfoLevel, events.DuplicateBlocked, workspaceID, lockID).
@@ -243,7 +370,10 @@ func (g *Guard) pending(ctx context.Context, workspaceID, lockID, messageID stri
 		Str("messageId", messageID).Str("siblingMessageId", sibID).
 		Int64("siblingAgeMs", ageMs(now, v.h.createdAt)).Dur("waited", g.o.Wait).
 		Msg("duplicate request still in flight")
-	return Decision{Outcome: Pending, LockID: lockID, MessageID: sibID, SiblingAge: max(now.Sub(v.h.createdAt), 0)}
+	// A retry after the holder's lease finds its message, or finds it gone
+	// and takes over; one second is the least worth waiting.
+	retry := max(v.h.createdAt.Add(g.o.Lease).Sub(now), time.Second)
+	return Decision{Outcome: Pending, LockID: lockID, MessageID: sibID, SiblingAge: max(now.Sub(v.h.createdAt), 0), RetryAfter: retry}
 }
 
 // event starts an event line on the request's logger.

@@ -47,7 +47,26 @@ func (tb table) sibling(ctx context.Context, id string) (Sibling, bool, error) {
 	if err != nil {
 		return Sibling{}, false, err
 	}
-	return Sibling{ID: m.ID, Status: m.Status, CreatedAt: m.CreatedAt, Doc: m}, true, nil
+	return Sibling{ID: m.ID, Status: m.Status, CreatedAt: m.CreatedAt, Doc: m,
+		Tombstone: m.Status == tombstone, Refused: m.Status == "failed"}, true, nil
+}
+
+// tombstone is the tests' status of a fenced message id.
+const tombstone = "tombstone"
+
+// fence inserts tombstones, as the api's message store does.
+func (tb table) fence(ctx context.Context, reason string, ids ...string) ([]bool, error) {
+	won := make([]bool, len(ids))
+	for i, id := range ids {
+		_, err := tb.coll.InsertOne(ctx, messageDoc{ID: id, Status: tombstone, CreatedAt: time.Now()})
+		switch {
+		case err == nil:
+			won[i] = true
+		case !store.IsDuplicateKey(err):
+			return nil, err
+		}
+	}
+	return won, nil
 }
 
 // env is one test's store, message table and captured request log.
@@ -72,8 +91,12 @@ func (e *env) guard(o Options) *Guard {
 	if o.Store == nil {
 		o.Store = e.s
 	}
+	tb := table{o.Store.Collection(messagesColl.Name)}
 	if o.Sibling == nil {
-		o.Sibling = table{o.Store.Collection(messagesColl.Name)}.sibling
+		o.Sibling = tb.sibling
+	}
+	if o.Fence == nil {
+		o.Fence = tb.fence
 	}
 	return New(o)
 }

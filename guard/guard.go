@@ -18,7 +18,21 @@
 // of the holder being replaced). A message id names one holder only, so each
 // generation of a lock is claimed at most once, and only its claimant
 // rewrites or deletes the lock document, by _id (and gives back a lock that
-// turns out to name a holder it never saw).
+// turns out to name a holder it never saw). The expiry reaper deletes locks
+// through the same claims (Reap).
+//
+// Deciding the owner is not enough: a holder can stall past its lease, two
+// processes' clocks can disagree, an operator can delete a lock. So the
+// message id is the fence. The caller's insert of its message document under
+// the id named in the lock is the commit point, and it sends only if that
+// insert wins. Whoever declares a holder gone while its message is not
+// written (lease, expiry, operator delete, release, reaper) first inserts a
+// tombstone under the holder's message id (Options.Fence). If the tombstone
+// wins, the holder's own insert fails later and it never sends; if it loses,
+// the message exists and is the answer. And a request never wins a lock
+// while any holder it has seen might have sent within its window: it
+// resolves each of them first. Clocks then only decide who sends, never
+// whether two do.
 //
 // A loser whose winner has not written its message yet waits for it without
 // hammering the store: in the winner's own process it blocks until Written
@@ -37,8 +51,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/msgapi/msgapi/store"
 )
@@ -50,11 +62,13 @@ const (
 
 // Collections are the guard's collections, for store.Ensure. Both expire:
 // a lock after the window, a takeover record after the window too, by which
-// time the generation it ended is long gone.
+// time the generation it ended is long gone. Locks are owned: only Reap
+// deletes them, through claims (New registers it with the store).
 var Collections = []store.Collection{
-	{Name: locksName, ExpiresField: "expiresAt"},
+	{Name: locksName, ExpiresField: "expiresAt", Owned: true},
 	{Name: takeoversName, ExpiresField: "expiresAt"},
 }
+
 
 // Defaults of Options.
 const (
@@ -62,10 +76,6 @@ const (
 	DefaultWait   = 3 * time.Second
 	DefaultLease  = 30 * time.Second
 )
-
-// StatusFailed is the sibling status of a definitive provider rejection: the
-// message reached no one, so its lock may be taken over by a retry.
-const StatusFailed = "failed"
 
 // Options configure New.
 type Options struct {
@@ -83,14 +93,25 @@ type Options struct {
 	// found=false when it has not been written yet. Doc is whatever the caller
 	// wants back (its full message) and is passed through untouched.
 	Sibling func(ctx context.Context, messageID string) (s Sibling, found bool, err error)
+	// Fence inserts a tombstone under each message id (one round trip), so
+	// that the message can never be written afterwards; won[i] is false when
+	// the id already held a document. The guard fences a holder before it
+	// declares it gone (see the package comment).
+	Fence func(ctx context.Context, reason string, messageIDs ...string) (won []bool, err error)
 }
 
-// Sibling is the message that an earlier identical request wrote.
+// Sibling is the message that an earlier identical request wrote (or the
+// tombstone that fenced it).
 type Sibling struct {
 	ID        string
-	Status    string // sending|sent|failed|unknown
+	Status    string // the message's status, for events
 	CreatedAt time.Time
-	Doc       any
+	// Tombstone: the id was fenced; no message was or will be sent under it.
+	Tombstone bool
+	// Refused: a definitive refusal (the provider or carrier said no); it
+	// reached no one, so a retry of the same text may send.
+	Refused bool
+	Doc     any
 }
 
 // Key is what makes two messages the same. Phone is E.164 and Email lower
@@ -160,6 +181,7 @@ type Decision struct {
 	Sibling    *Sibling      // Duplicate: the sibling as read (Doc included)
 	SiblingAge time.Duration // Duplicate/Pending: now - sibling (or lock) creation
 	Mode       string        // Duplicate: events.ModeLockResolved or events.ModeLockResolvedPolled
+	RetryAfter time.Duration // Pending: until the holder's lease ends (at least 1s)
 }
 
 // Guard decides duplicates. It is safe for concurrent use.
@@ -176,8 +198,8 @@ type Guard struct {
 
 // New returns a guard. Store and Sibling are required.
 func New(o Options) *Guard {
-	if o.Store == nil || o.Sibling == nil {
-		panic("guard.New: Options.Store and Options.Sibling are required")
+	if o.Store == nil || o.Sibling == nil || o.Fence == nil {
+		panic("guard.New: Options.Store, Options.Sibling and Options.Fence are required")
 	}
 	if o.Window <= 0 {
 		o.Window = DefaultWindow
@@ -191,13 +213,12 @@ func New(o Options) *Guard {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	// On a replica set every collection writes with majority and reads the
+	// primary (store.Open), so a lock survives a failover.
 	locks, takeovers := o.Store.Collection(locksName), o.Store.Collection(takeoversName)
-	if o.Store.ReplicaSet {
-		// A lock must survive a failover, or a retry after it sends again.
-		majority := options.Collection().SetWriteConcern(writeconcern.Majority())
-		locks, takeovers = locks.Clone(majority), takeovers.Clone(majority)
-	}
-	return &Guard{o: o, locks: locks, takeovers: takeovers, flights: map[string]*flight{}}
+	g := &Guard{o: o, locks: locks, takeovers: takeovers, flights: map[string]*flight{}}
+	o.Store.ReapWith(locksName, g.Reap)
+	return g
 }
 
 func (g *Guard) now() time.Time { return g.o.Now() }
@@ -213,4 +234,6 @@ const (
 	reasonFailedSibling = "failed_sibling"
 	reasonReleased      = "released"
 	reasonDeleted       = "deleted"
+	reasonFenced        = "fenced" // its message id holds a tombstone
+	reasonReaped        = "reaped"
 )

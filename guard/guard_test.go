@@ -352,8 +352,8 @@ func TestRelease(t *testing.T) {
 		if err := g.Release(e.ctx, d.LockID, "msg_1"); err != nil {
 			t.Fatal(err)
 		}
-		if got := e.roundTrips() - before; got != 3 {
-			t.Errorf("Release: %d round trips, want 3 (claim, lock read, delete)", got)
+		if got := e.roundTrips() - before; got != 4 {
+			t.Errorf("Release: %d round trips, want 4 (fence, claim, lock read, delete)", got)
 		}
 		if _, ok := e.lock(d.LockID); ok {
 			t.Fatal("lock still there after Release")
@@ -393,6 +393,35 @@ func TestRelease(t *testing.T) {
 		}
 		if l, _ := e.lock(d1.LockID); l.MessageID != "msg_2" {
 			t.Errorf("lock names %s, want msg_2", l.MessageID)
+		}
+	})
+
+	// The request's insert landed although it reported an error: the
+	// message exists, so its lock stays and Release says so.
+	t.Run("keeps the lock of a written message", func(t *testing.T) {
+		e := newEnv(t)
+		g := e.guard(Options{})
+		d, _ := g.Acquire(e.ctx, key, "msg_1")
+		e.write("msg_1", "sending")
+		if err := g.Release(e.ctx, d.LockID, "msg_1"); !errors.Is(err, ErrWritten) {
+			t.Fatalf("Release of a written message = %v, want ErrWritten", err)
+		}
+		if l, ok := e.lock(d.LockID); !ok || l.MessageID != "msg_1" {
+			t.Fatalf("lock %+v (found %v), want it kept for msg_1", l, ok)
+		}
+	})
+
+	// Release fences its own id first: an insert of it still in flight can
+	// never land after the lock is gone.
+	t.Run("fences the released message id", func(t *testing.T) {
+		e := newEnv(t)
+		g := e.guard(Options{})
+		d, _ := g.Acquire(e.ctx, key, "msg_1")
+		if err := g.Release(e.ctx, d.LockID, "msg_1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.msgs.write(context.Background(), "msg_1", "sending"); !store.IsDuplicateKey(err) {
+			t.Fatalf("late insert of the released message = %v, want a duplicate-key error (fenced)", err)
 		}
 	})
 

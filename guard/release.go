@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -15,15 +16,35 @@ import (
 // reaper) deleting it first and a fresh insert winning in between.
 const releaseMargin = 2 * time.Second
 
+// ErrWritten is Release's answer when the request's message exists after
+// all (its insert landed although the call reported an error): the lock
+// stays, and the caller records that the message was never sent.
+var ErrWritten = errors.New("the message was written; the lock is kept")
+
 // Release frees the lock held for messageID when the request failed before
-// writing its message, only if messageID still holds it. It costs three round
-// trips: the claim on messageID's generation, the lock read, the delete.
+// writing its message, only if messageID still holds it. It fences
+// messageID first, so that an insert of it still in flight can never land
+// after the lock is gone. It costs four round trips: the fence, the claim on
+// messageID's generation, the lock read, the delete.
 //
 // A lost claim means the lock was already taken over (or released): it is
 // someone else's and Release does nothing. Same-process waiters on messageID
 // wake up and decide again; the first to insert sends.
 func (g *Guard) Release(ctx context.Context, lockID, messageID string) error {
 	defer g.finish(messageID, false) // after the delete, so waiters find the lock gone
+	won, err := g.fence(ctx, lockID, reasonReleased, messageID)
+	if err != nil {
+		return err
+	}
+	if !won {
+		sib, err := g.sibling(ctx, lockID, messageID)
+		if err != nil {
+			return err
+		}
+		if sib != nil && !sib.Tombstone {
+			return ErrWritten
+		}
+	}
 	claimed, err := g.claim(ctx, lockID, "", messageID, msgapi.NewID("rel"), reasonReleased)
 	if err != nil || !claimed {
 		return err
@@ -47,9 +68,12 @@ func (g *Guard) Release(ctx context.Context, lockID, messageID string) error {
 // identical message is sent. Another workspace's or a missing lock is a
 // *msgapi.Error with CodeNotFound.
 //
-// Delete claims the lock's current generation first, like a takeover, so that
-// no takeover or release in flight rewrites the lock after it is deleted.
-// Requests already waiting on the deleted holder keep waiting for its message.
+// Delete fences the holder (a holder that has not written its message yet
+// never will, and never sends) and claims the lock's current generation,
+// like a takeover, so that no takeover or release in flight rewrites the
+// lock after it is deleted. Requests already waiting on the deleted holder,
+// in any process, answer with its message if it was written (it may be
+// with the provider right now); the next new request sends.
 func (g *Guard) Delete(ctx context.Context, workspaceID, lockID string) error {
 	v, err := g.observe(ctx, lockID)
 	for step := 0; step < maxSteps; step++ {
@@ -58,6 +82,11 @@ func (g *Guard) Delete(ctx context.Context, workspaceID, lockID string) error {
 		}
 		if v == nil || v.lock.WorkspaceID != workspaceID {
 			return msgapi.Errorf(msgapi.CodeNotFound, "no duplicate lock %s in this workspace", lockID)
+		}
+		if !v.h.removing {
+			if _, err := g.fence(ctx, lockID, reasonDeleted, v.h.messageID); err != nil {
+				return err
+			}
 		}
 		claimed, cerr := g.claim(ctx, lockID, workspaceID, v.h.messageID, msgapi.NewID("del"), reasonDeleted)
 		if cerr != nil {

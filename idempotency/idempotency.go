@@ -16,14 +16,22 @@
 // and ended below 500 are stored. A request that stopped before it releases
 // the key, so a corrected retry runs. A 5xx after the send stage keeps the
 // claim until its lease ends: the message may already exist, so an
-// immediate retry must get 409, and a retry after the lease runs into the
-// duplicate guard, which returns the original message rather than sending
-// a second one.
+// immediate retry must get 409.
+//
+// A request that reached the send stage is never run again, for the key's
+// whole lifetime, whatever happens to its process: every claim names the
+// commit id (the message id) of its request from the start (Commits), and
+// a retry that finds a claim whose lease ended answers from what that id
+// became — the message's answer once it is final, 409 while it is still
+// with the provider — and fences an id whose message was never written
+// (a tombstone), so that the stalled holder can never send after the key
+// is taken over.
 package idempotency
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -73,6 +81,44 @@ type Options struct {
 	// Outcome, optional, is told how each keyed request was decided:
 	// "executed", "replayed", "in_flight" or "fingerprint_mismatch" (metrics).
 	Outcome func(outcome string)
+	// Commits, optional, is the guarded requests' commit point. Without it
+	// a key whose holder's lease ended is taken over and its request run
+	// again (routes that send nothing need no more).
+	Commits Commits
+}
+
+// Commits is what the key layer needs of the commit point of the requests
+// it guards: the document whose insert decides that a request sent (on the
+// send route, the message).
+type Commits interface {
+	// NewID allocates a fresh commit id for a claim.
+	NewID() string
+	// Resolve tells what became of the request whose commit id is id.
+	Resolve(ctx context.Context, id string) (Resolution, error)
+	// Fence inserts a tombstone under each id so that nothing can be
+	// committed under it afterwards; won[i] is false when ids[i] already
+	// held a document.
+	Fence(ctx context.Context, reason string, ids ...string) (won []bool, err error)
+}
+
+// CommitState is what became of a commit id.
+type CommitState int
+
+// The commit states.
+const (
+	CommitMissing  CommitState = iota + 1 // nothing under the id (yet)
+	CommitFenced                          // a tombstone: the request never sent; it may run again
+	CommitInFlight                        // committed, outcome not known yet
+	CommitDone                            // committed and final: the Resolution is its answer
+)
+
+// Resolution is Commits.Resolve's answer; CommitDone carries the response
+// to store and replay.
+type Resolution struct {
+	State       CommitState
+	Status      int
+	ContentType string
+	Body        []byte
 }
 
 // Keys is the Idempotency-Key store and middleware.
@@ -83,6 +129,7 @@ type Keys struct {
 	workspaceID func(c echo.Context) string
 	body        func(c echo.Context) []byte
 	outcome     func(string)
+	commits     Commits
 }
 
 // New returns Keys. Store, WorkspaceID and Body are required.
@@ -90,7 +137,7 @@ func New(o Options) *Keys {
 	if o.Store == nil || o.WorkspaceID == nil || o.Body == nil {
 		panic("idempotency.New: Store, WorkspaceID and Body are required")
 	}
-	k := &Keys{store: o.Store, ttl: o.TTL, lease: o.Lease, now: o.Now, workspaceID: o.WorkspaceID, body: o.Body, outcome: o.Outcome}
+	k := &Keys{store: o.Store, ttl: o.TTL, lease: o.Lease, now: o.Now, workspaceID: o.WorkspaceID, body: o.Body, outcome: o.Outcome, commits: o.Commits}
 	if k.outcome == nil {
 		k.outcome = func(string) {}
 	}
@@ -103,11 +150,17 @@ func New(o Options) *Keys {
 	if k.now == nil {
 		k.now = time.Now
 	}
+	// Records are owned: only Reap deletes them, through claims.
+	o.Store.ReapWith(keysCollection, k.Reap)
 	return k
 }
 
-// stage is the per-request holder MarkSendStage sets.
-type stage struct{ reached atomic.Bool }
+// stage is the per-request holder MarkSendStage sets, with the commit id
+// the request's claim names.
+type stage struct {
+	reached  atomic.Bool
+	commitID string
+}
 
 type stageKey struct{}
 
@@ -118,6 +171,16 @@ func MarkSendStage(ctx context.Context) {
 	if s, ok := ctx.Value(stageKey{}).(*stage); ok {
 		s.reached.Store(true)
 	}
+}
+
+// CommitID is the commit id (message id) that the request's claim names,
+// for the handler to write its message under; "" for a request without an
+// Idempotency-Key (or without Options.Commits), which allocates its own.
+func CommitID(ctx context.Context) string {
+	if s, ok := ctx.Value(stageKey{}).(*stage); ok {
+		return s.commitID
+	}
+	return ""
 }
 
 // request is what the middleware knows about the request at hand.
@@ -196,7 +259,7 @@ func writeReplay(c echo.Context, rec *record) error {
 // run calls next while holding claim, then stores the response or releases
 // the claim.
 func (k *Keys) run(c echo.Context, next echo.HandlerFunc, q request, claim record) error {
-	st := &stage{}
+	st := &stage{commitID: claim.CommitID}
 	c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), stageKey{}, st)))
 	res := c.Response()
 	w := &capture{ResponseWriter: res.Writer}
@@ -250,7 +313,13 @@ func (k *Keys) acquire(ctx context.Context, q request) (claim record, replay *re
 
 		case !rec.ExpiresAt.After(now):
 			// Expired: a new first request, whatever the record says and
-			// whether or not the TTL monitor has removed it yet.
+			// whether or not the reaper has removed it yet. A holder still
+			// in progress is fenced first, however unlikely after a day.
+			if rec.State == stateInProgress {
+				if _, err := k.settle(ctx, rec); err != nil {
+					return record{}, nil, msgapi.Unavailable(err)
+				}
+			}
 			if lost[rec.Token] {
 				return record{}, nil, k.inFlight(q, retryAfter)
 			}
@@ -285,9 +354,31 @@ func (k *Keys) acquire(ctx context.Context, q request) (claim record, replay *re
 			return record{}, nil, k.inFlight(q, retryAfter)
 
 		default:
-			// The holder's lease ended without a result: it crashed (or is
-			// far slower than the lease). Take over, keeping the key's
-			// lifetime counted from the first request.
+			// The holder's lease ended without a stored result: it crashed,
+			// or is far slower than the lease. If its request committed, its
+			// message is the answer: never run it again.
+			res, err := k.settle(ctx, rec)
+			if err != nil {
+				return record{}, nil, msgapi.Unavailable(err)
+			}
+			switch res.State {
+			case CommitInFlight:
+				return record{}, nil, k.inFlight(q, retryAfter)
+			case CommitDone:
+				done, won, err := k.completeFrom(ctx, rec, res, now)
+				if err != nil {
+					return record{}, nil, msgapi.Unavailable(err)
+				}
+				if won {
+					q.event(zerolog.WarnLevel, "").Str("commitId", rec.CommitID).Int("status", res.Status).
+						Msg("idempotency claim whose lease ended answered from its committed message")
+					return record{}, &done, nil
+				}
+				lost[rec.Token] = true
+				continue
+			}
+			// Fenced (or no commit point): it never sent. Take over and run
+			// it, keeping the key's lifetime counted from the first request.
 			claim = k.newClaim(q, now, rec.CreatedAt, rec.ExpiresAt)
 			won, err := k.takeOver(ctx, rec, claim, now)
 			if err != nil {
@@ -305,11 +396,58 @@ func (k *Keys) acquire(ctx context.Context, q request) (claim record, replay *re
 }
 
 func (k *Keys) newClaim(q request, now, created, expires time.Time) record {
-	return record{
+	r := record{
 		ID: q.id, WorkspaceID: q.workspace, Method: q.method, Path: q.path,
 		Fingerprint: q.fingerprint, State: stateInProgress, Token: newToken(),
 		ClaimedAt: now, LeaseUntil: now.Add(k.lease), CreatedAt: created, ExpiresAt: expires,
 	}
+	if k.commits != nil {
+		r.CommitID = k.commits.NewID()
+	}
+	return r
+}
+
+// settle tells what became of the request of rec, an in-progress claim. A
+// commit id with nothing under it is fenced: its holder is declared gone
+// and must never commit. Without a commit id (or Commits) the request is
+// treated as fenced: nothing is known to have been sent.
+func (k *Keys) settle(ctx context.Context, rec record) (Resolution, error) {
+	if rec.CommitID == "" || k.commits == nil {
+		return Resolution{State: CommitFenced}, nil
+	}
+	for range 2 {
+		res, err := k.commits.Resolve(ctx, rec.CommitID)
+		if err != nil || res.State != CommitMissing {
+			return res, err
+		}
+		won, err := k.commits.Fence(ctx, "idempotency_lease", rec.CommitID)
+		if err != nil {
+			return Resolution{}, err
+		}
+		if len(won) == 1 && won[0] {
+			return Resolution{State: CommitFenced}, nil
+		}
+		// Committed (or fenced by another) just now: resolve again.
+	}
+	return Resolution{}, fmt.Errorf("commit %s of idempotency record %s neither written nor fenced", rec.CommitID, rec.ID)
+}
+
+// completeFrom stores res, the answer of rec's committed request, as the
+// record's completed response, if rec's generation is still ours to end.
+func (k *Keys) completeFrom(ctx context.Context, rec record, res Resolution, now time.Time) (record, bool, error) {
+	won, err := k.win(ctx, rec.ID, rec.Token, "", now)
+	if err != nil || !won {
+		return record{}, false, err
+	}
+	done := rec
+	done.State = stateCompleted
+	done.Token = newToken()
+	done.Status, done.ContentType, done.Body = res.Status, res.ContentType, res.Body
+	done.CompletedAt = now
+	if err := k.put(ctx, done); err != nil {
+		return record{}, false, err
+	}
+	return done, true, nil
 }
 
 func (k *Keys) inFlight(q request, after time.Duration) error {

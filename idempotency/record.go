@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -22,7 +23,7 @@ const (
 // to store.Ensure. expiresAt is garbage collection only: readers treat an
 // expired record as absent whether or not it is still stored.
 var Collections = []store.Collection{
-	{Name: keysCollection, ExpiresField: "expiresAt"},
+	{Name: keysCollection, ExpiresField: "expiresAt", Owned: true},
 	{Name: takeoversCollection, ExpiresField: "expiresAt"},
 }
 
@@ -36,13 +37,16 @@ const (
 // (a claim, a completion) carries a fresh random token; the token names the
 // generation that a takeover replaces.
 type record struct {
-	ID          string    `bson:"_id"`
-	WorkspaceID string    `bson:"workspaceId"`
-	Method      string    `bson:"method"`
-	Path        string    `bson:"path"`
-	Fingerprint string    `bson:"fingerprint"`
-	State       string    `bson:"state"`
-	Token       string    `bson:"token"`
+	ID          string `bson:"_id"`
+	WorkspaceID string `bson:"workspaceId"`
+	Method      string `bson:"method"`
+	Path        string `bson:"path"`
+	Fingerprint string `bson:"fingerprint"`
+	State       string `bson:"state"`
+	Token       string `bson:"token"`
+	// CommitID names the commit point of the claim's request (its message
+	// id): what a retry after the lease answers from.
+	CommitID    string    `bson:"commitId,omitempty"`
 	ClaimedAt   time.Time `bson:"claimedAt"`
 	LeaseUntil  time.Time `bson:"leaseUntil"`
 	Status      int       `bson:"status,omitempty"`
@@ -161,4 +165,59 @@ func (k *Keys) remove(ctx context.Context, id string) error {
 		return fmt.Errorf("delete idempotency record %s: %w", id, err)
 	}
 	return nil
+}
+
+// Reap deletes expired records (the store.ReapFunc of idempotency_keys,
+// registered by New). Deleting a record ends its generation, so it goes
+// through the same claim as any takeover: the reaper inserts the takeover
+// document of the generation it read and deletes only the records whose
+// claim it won. A record taken over (rewritten with a fresh lifetime) after
+// the scan read it was claimed by that takeover, so the reaper's claim
+// loses and the live record stays. A claim still in progress has its
+// commit id fenced first. Each batch costs one fence insert, one claim
+// insert and one delete command.
+func (k *Keys) Reap(ctx context.Context, now time.Time, docs []bson.Raw) (int64, error) {
+	var total int64
+	for raw := range slices.Chunk(docs, store.ReapBatch) {
+		var (
+			recs    []record
+			commits []string
+		)
+		for _, d := range raw {
+			var r record
+			if err := bson.Unmarshal(d, &r); err != nil || r.Token == "" {
+				continue // not a record this code wrote; leave it
+			}
+			recs = append(recs, r)
+			if r.State == stateInProgress && r.CommitID != "" {
+				commits = append(commits, r.CommitID)
+			}
+		}
+		if len(commits) > 0 && k.commits != nil {
+			if _, err := k.commits.Fence(ctx, "idempotency_reaped", commits...); err != nil {
+				return total, fmt.Errorf("fence commits of expired idempotency records: %w", err)
+			}
+		}
+		life := max(k.lease, time.Minute)
+		claims := make([]any, len(recs))
+		for i, r := range recs {
+			claims[i] = takeover{ID: takeoverID(r.ID, r.Token), RecordID: r.ID, Replaced: r.Token, At: now, ExpiresAt: now.Add(life)}
+		}
+		won, err := store.InsertAll(ctx, k.store.Collection(takeoversCollection), claims)
+		if err != nil {
+			return total, fmt.Errorf("claim expired idempotency records: %w", err)
+		}
+		var ids []any
+		for i, r := range recs {
+			if won[i] {
+				ids = append(ids, r.ID)
+			}
+		}
+		n, err := k.store.DeleteIDs(ctx, keysCollection, ids)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("delete expired idempotency records: %w", err)
+		}
+	}
+	return total, nil
 }

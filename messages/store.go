@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -71,8 +72,17 @@ type Message struct {
 	Error             string         `bson:"error,omitempty"`
 	DedupLockID       string         `bson:"dedupLockId,omitempty"`
 	CRM               CRMRefs        `bson:"crm"`
-	CreatedAt         time.Time      `bson:"createdAt"`
-	UpdatedAt         time.Time      `bson:"updatedAt"`
+	// LeadCreated: the request that wrote this message created its lead
+	// (it answered 201). An Idempotency-Key retry that finds the message
+	// answers from it with the same status code.
+	LeadCreated bool `bson:"leadCreated,omitempty"`
+	// DuplicateOf, on a tombstone only: the keyed request that was fenced
+	// here was answered with this earlier message as a duplicate.
+	DuplicateOf string `bson:"duplicateOf,omitempty"`
+	// FenceReason, on a tombstone only: who declared the holder gone.
+	FenceReason string    `bson:"fenceReason,omitempty"`
+	CreatedAt   time.Time `bson:"createdAt"`
+	UpdatedAt   time.Time `bson:"updatedAt"`
 }
 
 // MarshalJSON is the message's API shape: every key present, null when
@@ -246,14 +256,64 @@ func (s *Store) EnsureConversation(ctx context.Context, workspaceID, leadID, pho
 	return id, nil
 }
 
-// Insert writes a new message (status sending) before the provider is called.
+// ErrFenced is Insert's answer when a tombstone already holds the message's
+// id: whoever judged the request gone (lease, operator delete, reaper, a
+// takeover of its Idempotency-Key) fenced it, and it must not send.
+var ErrFenced = errors.New("message id fenced: the request was declared gone before its message was written")
+
+// Insert writes a new message (status sending) before the provider is
+// called. This insert is the commit point of a send: the provider is called
+// only if it wins. It loses (ErrFenced) only to a tombstone under the same
+// id, since message ids are never reused.
 func (s *Store) Insert(ctx context.Context, m *Message) error {
 	now := s.now()
 	m.CreatedAt, m.UpdatedAt = now, now
 	doc := *m
 	doc.Metadata = bsonSafe(m.Metadata)
-	if _, err := s.msgs.InsertOne(ctx, doc); err != nil {
-		return msgapi.Unavailable(fmt.Errorf("insert message %s: %w", m.ID, err))
+	_, err := s.msgs.InsertOne(ctx, doc)
+	switch {
+	case err == nil:
+		return nil
+	case store.IsDuplicateKey(err):
+		return fmt.Errorf("insert message %s: %w", m.ID, ErrFenced)
+	}
+	return msgapi.Unavailable(fmt.Errorf("insert message %s: %w", m.ID, err))
+}
+
+// Fence inserts a tombstone under each id, so that a message that is not
+// written yet can never be written (and sent) afterwards. won[i] tells
+// whether the tombstone for ids[i] was inserted by this call; false means
+// the id already holds a document (a real message, or an earlier
+// tombstone: read it to know which). One unordered insert for all ids.
+// A tombstone is never answered, counted or listed as a message.
+func (s *Store) Fence(ctx context.Context, reason string, ids ...string) (won []bool, err error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	now := s.now()
+	docs := make([]any, len(ids))
+	for i, id := range ids {
+		docs[i] = Message{ID: id, Status: StatusTombstone, FenceReason: reason, CreatedAt: now, UpdatedAt: now}
+	}
+	won, err = store.InsertAll(ctx, s.msgs, docs)
+	if err != nil {
+		return nil, msgapi.Unavailable(fmt.Errorf("fence %d message ids: %w", len(ids), err))
+	}
+	return won, nil
+}
+
+// FenceAsDuplicate fences id, the message id of a keyed request that was
+// answered with the earlier message duplicateOf: an Idempotency-Key retry
+// that finds this tombstone answers with that message again, for the key's
+// whole lifetime, instead of running the request once more.
+func (s *Store) FenceAsDuplicate(ctx context.Context, id, duplicateOf string) error {
+	now := s.now()
+	_, err := s.msgs.InsertOne(ctx, Message{
+		ID: id, Status: StatusTombstone, DuplicateOf: duplicateOf,
+		FenceReason: "duplicate", CreatedAt: now, UpdatedAt: now,
+	})
+	if err != nil && !store.IsDuplicateKey(err) {
+		return msgapi.Unavailable(fmt.Errorf("fence message %s: %w", id, err))
 	}
 	return nil
 }
@@ -268,6 +328,17 @@ func (s *Store) RecordOutcome(ctx context.Context, m *Message) error {
 	}
 	if _, err := s.msgs.UpdateOne(ctx, byID(m.ID), bson.D{{Key: "$set", Value: set}}); err != nil {
 		return fmt.Errorf("record outcome of %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// MarkNotSent records that a written message was never handed to its
+// provider (the request failed right after the insert): it is failed, so it
+// blocks nothing and no sweeper takes it for a lost outcome.
+func (s *Store) MarkNotSent(ctx context.Context, id, reason string) error {
+	set := bson.D{{Key: "status", Value: StatusFailed}, {Key: "error", Value: reason}, {Key: "updatedAt", Value: s.now()}}
+	if _, err := s.msgs.UpdateOne(ctx, byID(id), bson.D{{Key: "$set", Value: set}}); err != nil {
+		return msgapi.Unavailable(fmt.Errorf("mark message %s not sent: %w", id, err))
 	}
 	return nil
 }
@@ -292,7 +363,7 @@ func (s *Store) GetForWorkspace(ctx context.Context, workspaceID, id string) (Me
 	if err != nil {
 		return Message{}, err
 	}
-	if !found || m.WorkspaceID != workspaceID {
+	if !found || m.WorkspaceID != workspaceID || m.Status == StatusTombstone {
 		return Message{}, msgapi.Errorf(msgapi.CodeNotFound, "message %q does not exist in this workspace", id)
 	}
 	return m, nil

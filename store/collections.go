@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -21,6 +23,13 @@ type Collection struct {
 	// reaper elsewhere. Correctness never depends on either: readers treat
 	// an expired document as absent.
 	ExpiresField string
+	// Owned: each document names an owner (a lock, a claim), and deleting it
+	// is a change of owner that must go through the owner package's claims
+	// and fence the holder first — which a TTL monitor cannot do. An owned
+	// collection gets no TTL index on any store; its expired documents are
+	// deleted only by the ReapFunc its package registers (ReapWith), on
+	// MongoDB too (where ExpiresField gets a plain index for the scan).
+	Owned bool
 	// Indexes are secondary indexes. Hot paths read by _id only.
 	Indexes []mongo.IndexModel
 }
@@ -59,6 +68,21 @@ func (s *Store) Ensure(ctx context.Context, colls ...Collection) error {
 }
 
 func (s *Store) ensureTTL(ctx context.Context, c Collection) error {
+	if c.Owned {
+		s.reapMu.Lock()
+		s.reaped = append(s.reaped, c)
+		s.reapMu.Unlock()
+		if s.sqlite != "" {
+			return nil // the embedded engine uses no index but _id's anyway
+		}
+		_, err := s.Collection(c.Name).Indexes().CreateOne(ctx, mongo.IndexModel{
+			Keys: bson.D{{Key: c.ExpiresField, Value: 1}}, Options: options.Index().SetName(c.ExpiresField + "_1"),
+		})
+		if err != nil {
+			return fmt.Errorf("create index on %s.%s: %w", c.Name, c.ExpiresField, err)
+		}
+		return nil
+	}
 	_, err := s.Collection(c.Name).Indexes().CreateOne(ctx, mongo.IndexModel{
 		Keys:    bson.D{{Key: c.ExpiresField, Value: 1}},
 		Options: options.Index().SetExpireAfterSeconds(0).SetName(c.ExpiresField + "_ttl"),
@@ -76,8 +100,25 @@ func (s *Store) ensureTTL(ctx context.Context, c Collection) error {
 	}
 }
 
-// Reaped lists the collections whose expired documents the reaper deletes
-// because the store has no TTL indexes.
+// ReapFunc deletes a batch of expired documents of an owned collection
+// through its owner's claims and returns how many it deleted. docs were
+// expired at now when they were read; any of them may have changed owner
+// since, which the claims detect.
+type ReapFunc func(ctx context.Context, now time.Time, docs []bson.Raw) (deleted int64, err error)
+
+// ReapWith registers the reaper of an owned collection. Until it is
+// registered, the collection's expired documents are left alone.
+func (s *Store) ReapWith(collection string, f ReapFunc) {
+	s.reapMu.Lock()
+	defer s.reapMu.Unlock()
+	if s.reapers == nil {
+		s.reapers = map[string]ReapFunc{}
+	}
+	s.reapers[collection] = f
+}
+
+// Reaped lists the collections whose expired documents the reaper deletes:
+// those without a TTL index, and the owned ones.
 func (s *Store) Reaped() []string {
 	s.reapMu.Lock()
 	defer s.reapMu.Unlock()
@@ -88,19 +129,133 @@ func (s *Store) Reaped() []string {
 	return names
 }
 
-// Reap deletes expired documents once from every collection without a TTL
-// index and returns how many it deleted.
+// The reaper works in rounds. A round reads up to ReapRound expired
+// documents (one scan that stops early) and hands them to the collection's
+// ReapFunc, which claims them in insert batches of ReapBatch and deletes the
+// ones it claimed by _id (DeleteIDs); then it pauses before the next round.
+// Memory and every statement stay bounded whatever the backlog (the
+// engine's own DeleteMany of every expired document failed with "too many
+// SQL variables" past SQLite's limit).
+const (
+	ReapRound = 10_000
+	ReapBatch = 1_000
+	reapPause = 20 * time.Millisecond
+)
+
+// Reap deletes, once, every document expired at now from each reaped
+// collection, round by round, and returns how many it deleted.
 func (s *Store) Reap(ctx context.Context, now time.Time) (int64, error) {
 	s.reapMu.Lock()
 	colls := append([]Collection(nil), s.reaped...)
+	reapers := maps.Clone(s.reapers)
 	s.reapMu.Unlock()
 	var total int64
 	for _, c := range colls {
-		res, err := s.Collection(c.Name).DeleteMany(ctx, bson.D{{Key: c.ExpiresField, Value: bson.D{{Key: "$lte", Value: now}}}})
+		f := reapers[c.Name]
+		if f == nil && c.Owned {
+			s.log.Error().Str("collection", c.Name).Msg("owned collection has no registered reaper: its expired documents stay")
+			continue
+		}
+		if f == nil {
+			f = s.deleteExpired(c)
+		}
+		n, err := s.reapCollection(ctx, c, now, f)
+		total += n
 		if err != nil {
 			return total, fmt.Errorf("reap %s: %w", c.Name, err)
 		}
-		total += res.DeletedCount
+	}
+	return total, nil
+}
+
+func (s *Store) reapCollection(ctx context.Context, c Collection, now time.Time, f ReapFunc) (int64, error) {
+	var total int64
+	for {
+		docs, err := s.expired(ctx, c, now)
+		if err != nil || len(docs) == 0 {
+			return total, err
+		}
+		n, err := f(ctx, now, docs)
+		total += n
+		switch {
+		case err != nil:
+			return total, err
+		case len(docs) < ReapRound || n == 0:
+			// All read, or a round made no progress (every document it read
+			// is held by a claim of someone else): the next pass retries.
+			return total, nil
+		}
+		if err := sleepCtx(ctx, reapPause); err != nil {
+			return total, err
+		}
+	}
+}
+
+// expired reads up to ReapRound documents of c expired at now.
+func (s *Store) expired(ctx context.Context, c Collection, now time.Time) ([]bson.Raw, error) {
+	filter := bson.D{{Key: c.ExpiresField, Value: bson.D{{Key: "$lte", Value: now}}}}
+	cur, err := s.Collection(c.Name).Find(ctx, filter, options.Find().SetLimit(ReapRound).SetBatchSize(ReapBatch))
+	if err != nil {
+		return nil, err
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	var docs []bson.Raw
+	for cur.Next(ctx) {
+		docs = append(docs, slices.Clone(cur.Current))
+	}
+	return docs, cur.Err()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// deleteExpired is the reaper of a collection that is not owned (its
+// documents are written once and never renewed): one DeleteMany of the
+// batch's ids.
+func (s *Store) deleteExpired(c Collection) ReapFunc {
+	return func(ctx context.Context, now time.Time, docs []bson.Raw) (int64, error) {
+		return s.DeleteIDs(ctx, c.Name, IDsOf(docs))
+	}
+}
+
+// IDsOf returns the _id of each document.
+func IDsOf(docs []bson.Raw) []any {
+	ids := make([]any, len(docs))
+	for i, d := range docs {
+		ids[i] = d.Lookup("_id")
+	}
+	return ids
+}
+
+// DeleteIDs deletes the documents with these _ids: one delete command per
+// ReapBatch ids, a statement per document with the filter {_id} alone. On
+// the embedded engine that is the one filter pushed down (any other filter,
+// $in included, scans the whole collection and matches $in by a linear
+// search, quadratic in the batch), and each statement is its own short
+// SQLite write, so request writes interleave with a long reaper pass
+// instead of waiting behind it.
+func (s *Store) DeleteIDs(ctx context.Context, collection string, ids []any) (int64, error) {
+	var total int64
+	for chunk := range slices.Chunk(ids, ReapBatch) {
+		models := make([]mongo.WriteModel, len(chunk))
+		for i, id := range chunk {
+			models[i] = mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: id}})
+		}
+		res, err := s.Collection(collection).BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+		if res != nil {
+			total += res.DeletedCount
+		}
+		if err != nil {
+			return total, err
+		}
 	}
 	return total, nil
 }
@@ -140,4 +295,32 @@ func hasCode(err error, code int) bool {
 		return se.HasErrorCode(code)
 	}
 	return false
+}
+
+// InsertAll inserts docs in one unordered command and reports which inserts
+// won: a duplicate key is a lost race (won[i] false), any other error fails
+// the call. It is the batch form of "decide every race with an insert".
+func InsertAll(ctx context.Context, coll *mongo.Collection, docs []any) ([]bool, error) {
+	won := make([]bool, len(docs))
+	for i := range won {
+		won[i] = true
+	}
+	if len(docs) == 0 {
+		return won, nil
+	}
+	_, err := coll.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+	if err == nil {
+		return won, nil
+	}
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil {
+		return nil, err
+	}
+	for _, we := range bwe.WriteErrors {
+		if !mongo.IsDuplicateKeyError(we) {
+			return nil, we
+		}
+		won[we.Index] = false
+	}
+	return won, nil
 }

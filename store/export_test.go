@@ -6,3 +6,6 @@ import "context"
 func IDLookupPlan(ctx context.Context, s *Store, coll string) (string, error) {
 	return idLookupPlan(ctx, s.sqlite, coll)
 }
+
+// DBOptions exposes dbOptions to the tests.
+var DBOptions = dbOptions

@@ -21,6 +21,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
 // Options configure Open.
@@ -60,8 +62,9 @@ type Store struct {
 	sqlite   string // the embedded engine's database file, when we can reach it
 	log      zerolog.Logger
 
-	reapMu sync.Mutex
-	reaped []Collection // collections without a TTL index
+	reapMu  sync.Mutex
+	reaped  []Collection // collections without a TTL index, and owned ones
+	reapers map[string]ReapFunc
 }
 
 // Open connects to opts.URI, or starts the embedded engine first when it is
@@ -113,7 +116,20 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("the store at %s did not answer within %s: %w", s.URI, opts.ConnectTimeout, err)
 	}
 	s.ReplicaSet = hello.SetName != ""
+	s.DB = client.Database(opts.Database, dbOptions(s.ReplicaSet))
 	return s, nil
+}
+
+// dbOptions: on a replica set every write waits for a majority and every
+// read goes to the primary, for every collection, so that nothing a request
+// was told (a lock, a claim, a message, its outcome) is rolled back by a
+// failover or read stale from a secondary. Elsewhere the driver's defaults.
+func dbOptions(replicaSet bool) *options.DatabaseOptionsBuilder {
+	o := options.Database()
+	if replicaSet {
+		o.SetWriteConcern(writeconcern.Majority()).SetReadPreference(readpref.Primary())
+	}
+	return o
 }
 
 // Embedded reports whether this process runs the embedded engine.

@@ -3,12 +3,15 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
 	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/store/storetest"
@@ -140,4 +143,74 @@ func TestRedact(t *testing.T) {
 	if strings.Contains(got, "s3cret") {
 		t.Errorf("Redact left the password in %q", got)
 	}
+}
+
+// On a replica set every collection writes with majority and reads the
+// primary; elsewhere the driver's defaults stand.
+func TestReplicaSetWriteConcern(t *testing.T) {
+	for _, rs := range []bool{true, false} {
+		var o options.DatabaseOptions
+		for _, set := range store.DBOptions(rs).List() {
+			if err := set(&o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		gotMajority := o.WriteConcern != nil && o.WriteConcern.W == "majority"
+		if gotMajority != rs {
+			t.Errorf("replicaSet=%v: write concern %+v", rs, o.WriteConcern)
+		}
+		if rs && (o.ReadPreference == nil || o.ReadPreference.Mode() != readpref.PrimaryMode) {
+			t.Errorf("replicaSet=%v: read preference %v, want primary", rs, o.ReadPreference)
+		}
+	}
+}
+
+// A pass over a backlog far larger than one SQL statement may bind (the
+// engine once deleted every match in one statement and failed with "too
+// many SQL variables") deletes all of it, in batches.
+func TestReapLargeBacklog(t *testing.T) {
+	s := storetest.New(t, things)
+	ctx := context.Background()
+	now := time.Now()
+	n := envInt("REAP_N", reapBacklog)
+	start := time.Now()
+	docs := make([]any, 0, 1000)
+	for i := range n {
+		docs = append(docs, bson.D{{Key: "_id", Value: fmt.Sprintf("d%06d", i)}, {Key: "expiresAt", Value: now.Add(-time.Minute)}})
+		if len(docs) == cap(docs) {
+			if _, err := s.Collection("things").InsertMany(ctx, docs); err != nil {
+				t.Fatal(err)
+			}
+			docs = docs[:0]
+		}
+	}
+	if _, err := s.Collection("things").InsertOne(ctx, bson.D{{Key: "_id", Value: "live"}, {Key: "expiresAt", Value: now.Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seeded %d documents in %s", n, time.Since(start))
+	if len(s.Reaped()) == 0 {
+		t.Fatal("the store has TTL indexes: this test needs the embedded engine's reaper")
+	}
+	start = time.Now()
+	got, err := s.Reap(ctx, now)
+	if err != nil {
+		t.Fatalf("reap: %v", err)
+	}
+	t.Logf("reaped %d documents in %s", got, time.Since(start))
+	if got != int64(n) {
+		t.Errorf("reaped %d documents, want %d", got, n)
+	}
+	left, err := s.Collection("things").CountDocuments(ctx, bson.D{})
+	if err != nil || left != 1 {
+		t.Errorf("%d documents left (%v), want 1: the unexpired one", left, err)
+	}
+}
+
+// envInt lets a developer size a test by hand (REAP_N=…).
+func envInt(name string, def int) int {
+	var n int
+	if _, err := fmt.Sscan(os.Getenv(name), &n); err == nil && n > 0 {
+		return n
+	}
+	return def
 }

@@ -131,8 +131,8 @@ func New(t testing.TB, o Options) *Env {
 		snd = &CountingSender{}
 	}
 	ms := messages.NewStore(st)
-	g := guard.New(guard.Options{Store: st, Window: o.Window, Wait: o.DedupWait, Lease: o.DedupLease, Sibling: api.SiblingReader(ms)})
-	idem := idempotency.New(idempotency.Options{Store: st, WorkspaceID: api.WorkspaceID, Body: api.Body})
+	g := guard.New(guard.Options{Store: st, Window: o.Window, Wait: o.DedupWait, Lease: o.DedupLease, Sibling: api.SiblingReader(ms), Fence: ms.Fence})
+	idem := idempotency.New(idempotency.Options{Store: st, WorkspaceID: api.WorkspaceID, Body: api.Body, Commits: api.Commits{Messages: ms}})
 	srv := api.New(api.Options{
 		Log: log, Store: st, Workspaces: workspace.NewStore(st, time.Minute), AdminToken: AdminToken,
 		Idempotency: idem.Middleware,

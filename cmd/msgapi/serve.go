@@ -225,7 +225,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	ms := messages.NewStore(st)
 	ws := workspace.NewStore(st, c.keyCacheTTL)
-	g := guard.New(guard.Options{Store: st, Window: c.dedupWindow, Wait: c.dedupWait, Lease: c.dedupLease, Sibling: api.SiblingReader(ms)})
+	g := guard.New(guard.Options{Store: st, Window: c.dedupWindow, Wait: c.dedupWait, Lease: c.dedupLease, Sibling: api.SiblingReader(ms), Fence: ms.Fence})
 	// Inbound webhooks: MongoDB decides; Redis, when set, only answers
 	// redeliveries of completed events sooner.
 	hooks := inbound.Options{Store: st, Workspaces: ws, Messages: ms, PublicBaseURL: v.str("MSGAPI_PUBLIC_URL")}
@@ -239,7 +239,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		log.Info().Msg("inbound webhooks: Redis fast path enabled (MSGAPI_REDIS_URL)")
 	}
 	webhooks := inbound.New(hooks)
-	idem := idempotency.New(idempotency.Options{Store: st, TTL: c.idemTTL, Lease: c.idemLease, WorkspaceID: api.WorkspaceID, Body: api.Body, Outcome: met.Idempotency})
+	idem := idempotency.New(idempotency.Options{Store: st, TTL: c.idemTTL, Lease: c.idemLease, WorkspaceID: api.WorkspaceID, Body: api.Body, Outcome: met.Idempotency, Commits: api.Commits{Messages: ms}})
 
 	srv := api.New(api.Options{
 		Log:         log,

@@ -1,0 +1,68 @@
+package guard
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/store"
+)
+
+// Reap deletes expired locks (the store.ReapFunc of message_dedup_locks,
+// registered by New). A
+// delete is a change of owner like any other: for each lock it fences the
+// holder (a holder stalled past its window before writing its message must
+// never write it after its lock is gone) and claims the lock's generation,
+// and deletes only the locks whose claim it won. A lock rewritten by a
+// takeover after the scan read it was claimed by that takeover, so the
+// reaper's claim loses and the fresh lock stays. Each batch of ReapBatch
+// locks costs one fence insert, one claim insert and one delete command.
+func (g *Guard) Reap(ctx context.Context, now time.Time, docs []bson.Raw) (int64, error) {
+	var total int64
+	for raw := range slices.Chunk(docs, store.ReapBatch) {
+		locks := make([]lockDoc, 0, len(raw))
+		for _, d := range raw {
+			var l lockDoc
+			if err := bson.Unmarshal(d, &l); err != nil || l.MessageID == "" {
+				continue // not a lock this code wrote; leave it
+			}
+			locks = append(locks, l)
+		}
+		if len(locks) == 0 {
+			continue
+		}
+		holders := make([]string, len(locks))
+		claims := make([]any, len(locks))
+		for i, l := range locks {
+			holders[i] = l.MessageID
+			claims[i] = takeoverDoc{
+				ID: takeoverID(l.ID, l.MessageID), LockID: l.ID, WorkspaceID: l.WorkspaceID,
+				From: l.MessageID, Next: msgapi.NewID("reap"), Reason: reasonReaped,
+				CreatedAt: now, ExpiresAt: now.Add(g.o.Window),
+			}
+		}
+		if _, err := g.o.Fence(ctx, reasonReaped, holders...); err != nil {
+			return total, fmt.Errorf("fence holders of expired locks: %w", err)
+		}
+		won, err := store.InsertAll(ctx, g.takeovers, claims)
+		if err != nil {
+			return total, fmt.Errorf("claim expired locks: %w", err)
+		}
+		var ids []any
+		for i, l := range locks {
+			if won[i] {
+				ids = append(ids, l.ID)
+			}
+		}
+		n, err := g.o.Store.DeleteIDs(ctx, locksName, ids)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("delete expired locks: %w", err)
+		}
+	}
+	return total, nil
+}
