@@ -69,7 +69,6 @@ var Collections = []store.Collection{
 	{Name: takeoversName, ExpiresField: "expiresAt"},
 }
 
-
 // Defaults of Options.
 const (
 	DefaultWindow = 15 * time.Minute
