@@ -275,7 +275,9 @@ func (s *Store) Insert(ctx context.Context, m *Message) error {
 	case err == nil:
 		return nil
 	case store.IsDuplicateKey(err):
-		return fmt.Errorf("insert message %s: %w", m.ID, ErrFenced)
+		// Inbound messages have derived ids, where the same answer means
+		// "this event was already recorded": store.IsDuplicateKey holds too.
+		return fmt.Errorf("insert message %s: %w: %w", m.ID, ErrFenced, err)
 	}
 	return msgapi.Unavailable(fmt.Errorf("insert message %s: %w", m.ID, err))
 }

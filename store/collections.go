@@ -140,6 +140,12 @@ const (
 	ReapRound = 10_000
 	ReapBatch = 1_000
 	reapPause = 20 * time.Millisecond
+	// deleteChunk ids go in one delete command: a statement each, a few
+	// milliseconds each on the embedded engine.
+	deleteChunk = 200
+	// reapRoundTimeout bounds one round, in place of the store's per-call
+	// timeout, which a round of thousands of deletes would outlast.
+	reapRoundTimeout = 5 * time.Minute
 )
 
 // Reap deletes, once, every document expired at now from each reaped
@@ -171,16 +177,12 @@ func (s *Store) Reap(ctx context.Context, now time.Time) (int64, error) {
 func (s *Store) reapCollection(ctx context.Context, c Collection, now time.Time, f ReapFunc) (int64, error) {
 	var total int64
 	for {
-		docs, err := s.expired(ctx, c, now)
-		if err != nil || len(docs) == 0 {
-			return total, err
-		}
-		n, err := f(ctx, now, docs)
+		n, read, err := s.reapRound(ctx, c, now, f)
 		total += n
 		switch {
 		case err != nil:
 			return total, err
-		case len(docs) < ReapRound || n == 0:
+		case read < ReapRound || n == 0:
 			// All read, or a round made no progress (every document it read
 			// is held by a claim of someone else): the next pass retries.
 			return total, nil
@@ -189,6 +191,17 @@ func (s *Store) reapCollection(ctx context.Context, c Collection, now time.Time,
 			return total, err
 		}
 	}
+}
+
+func (s *Store) reapRound(ctx context.Context, c Collection, now time.Time, f ReapFunc) (deleted int64, read int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, reapRoundTimeout)
+	defer cancel()
+	docs, err := s.expired(ctx, c, now)
+	if err != nil || len(docs) == 0 {
+		return 0, 0, err
+	}
+	deleted, err = f(ctx, now, docs)
+	return deleted, len(docs), err
 }
 
 // expired reads up to ReapRound documents of c expired at now.
@@ -236,7 +249,7 @@ func IDsOf(docs []bson.Raw) []any {
 }
 
 // DeleteIDs deletes the documents with these _ids: one delete command per
-// ReapBatch ids, a statement per document with the filter {_id} alone. On
+// deleteChunk ids, a statement per document with the filter {_id} alone. On
 // the embedded engine that is the one filter pushed down (any other filter,
 // $in included, scans the whole collection and matches $in by a linear
 // search, quadratic in the batch), and each statement is its own short
@@ -244,7 +257,7 @@ func IDsOf(docs []bson.Raw) []any {
 // instead of waiting behind it.
 func (s *Store) DeleteIDs(ctx context.Context, collection string, ids []any) (int64, error) {
 	var total int64
-	for chunk := range slices.Chunk(ids, ReapBatch) {
+	for chunk := range slices.Chunk(ids, deleteChunk) {
 		models := make([]mongo.WriteModel, len(chunk))
 		for i, id := range chunk {
 			models[i] = mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: id}})

@@ -19,6 +19,8 @@ type Counter struct {
 	byName map[string]int64
 	// observe, when set, receives each command's name and latency (metrics).
 	observe func(cmd string, d time.Duration)
+	// before, when set, runs synchronously before each command is sent.
+	before func(ctx context.Context, e *event.CommandStartedEvent)
 }
 
 // NewCounter returns a zeroed counter.
@@ -27,11 +29,15 @@ func NewCounter() *Counter { return &Counter{byName: map[string]int64{}} }
 // Monitor is the driver hook that feeds the counter.
 func (c *Counter) Monitor() *event.CommandMonitor {
 	return &event.CommandMonitor{
-		Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		Started: func(ctx context.Context, e *event.CommandStartedEvent) {
 			c.total.Add(1)
 			c.mu.Lock()
 			c.byName[e.CommandName]++
+			before := c.before
 			c.mu.Unlock()
+			if before != nil {
+				before(ctx, e)
+			}
 		},
 		Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
 			c.emit(e.CommandName, e.Duration)
@@ -56,6 +62,15 @@ func (c *Counter) emit(cmd string, d time.Duration) {
 	if f != nil {
 		f(cmd, d)
 	}
+}
+
+// Before registers a function that runs synchronously before each command
+// is sent. Tests use it to stall one command at an exact point, the way a
+// slow store, a GC pause or a SIGSTOP would; nil removes it.
+func (c *Counter) Before(f func(ctx context.Context, e *event.CommandStartedEvent)) {
+	c.mu.Lock()
+	c.before = f
+	c.mu.Unlock()
 }
 
 // Total is the number of commands started so far.

@@ -43,7 +43,11 @@ type Options struct {
 	// ConnectTimeout bounds start-up: an unreachable store fails Open
 	// within it instead of hanging.
 	ConnectTimeout time.Duration
-	Log            zerolog.Logger
+	// OpTimeout is the deadline of every store call whose context has none
+	// (the driver's operation timeout), so that a stalled store cannot hold
+	// a request forever. Zero: none.
+	OpTimeout time.Duration
+	Log       zerolog.Logger
 }
 
 // Store is a connected MongoDB database.
@@ -98,6 +102,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		SetServerSelectionTimeout(opts.ConnectTimeout).
 		SetConnectTimeout(opts.ConnectTimeout).
 		SetMonitor(s.RoundTrips.Monitor())
+	if opts.OpTimeout > 0 {
+		copts.SetTimeout(opts.OpTimeout)
+	}
 	client, err := mongo.Connect(copts)
 	if err != nil {
 		s.closeEmbedded()

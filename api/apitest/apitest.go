@@ -69,6 +69,7 @@ type Env struct {
 	WSID   string
 	Sender *CountingSender
 	Logs   *SyncBuffer
+	Guard  *guard.Guard
 }
 
 // Options tune an Env; zero values take the production defaults.
@@ -78,6 +79,11 @@ type Options struct {
 	Window     time.Duration
 	Store      *store.Store    // share a store (a second server on the same database)
 	Sender     *CountingSender // share a sender (count across servers)
+	// IdemLease is the Idempotency-Key lease (default 60s).
+	IdemLease time.Duration
+	// Now is this server's clock for the guard and the Idempotency-Key
+	// layer (default time.Now): a skewed or advanced clock.
+	Now func() time.Time
 }
 
 // SyncBuffer collects log lines from concurrent requests.
@@ -131,8 +137,8 @@ func New(t testing.TB, o Options) *Env {
 		snd = &CountingSender{}
 	}
 	ms := messages.NewStore(st)
-	g := guard.New(guard.Options{Store: st, Window: o.Window, Wait: o.DedupWait, Lease: o.DedupLease, Sibling: api.SiblingReader(ms), Fence: ms.Fence})
-	idem := idempotency.New(idempotency.Options{Store: st, WorkspaceID: api.WorkspaceID, Body: api.Body, Commits: api.Commits{Messages: ms}})
+	g := guard.New(guard.Options{Store: st, Window: o.Window, Wait: o.DedupWait, Lease: o.DedupLease, Now: o.Now, Sibling: api.SiblingReader(ms), Fence: ms.Fence})
+	idem := idempotency.New(idempotency.Options{Store: st, Lease: o.IdemLease, Now: o.Now, WorkspaceID: api.WorkspaceID, Body: api.Body, Commits: api.Commits{Messages: ms}})
 	srv := api.New(api.Options{
 		Log: log, Store: st, Workspaces: workspace.NewStore(st, time.Minute), AdminToken: AdminToken,
 		Idempotency: idem.Middleware,
@@ -141,7 +147,7 @@ func New(t testing.TB, o Options) *Env {
 	})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	e := &Env{t: t, Store: st, URL: hs.URL, Sender: snd, Logs: logs}
+	e := &Env{t: t, Store: st, URL: hs.URL, Sender: snd, Logs: logs, Guard: g}
 	if o.Store == nil {
 		var out struct{ WorkspaceID, APIKey string }
 		e.Do(http.MethodPost, "/admin/workspaces", AdminToken, `{"name":"Acme"}`, nil).Decode(&out)

@@ -68,3 +68,30 @@ func TestUnknownSenderRefused(t *testing.T) {
 		t.Errorf("buildSenders error = %v, want it to name MSGAPI_SENDER_SMS", err)
 	}
 }
+
+// A key lease or shutdown timeout no longer than a request can run is
+// refused at start-up: a retry could settle a live request's key, and
+// shutdown could cut a provider call off.
+func TestLeaseAndShutdownMustOutlastARequest(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"MSGAPI_IDEMPOTENCY_LEASE": "20s"}, "MSGAPI_IDEMPOTENCY_LEASE"},
+		{map[string]string{"MSGAPI_SHUTDOWN_TIMEOUT": "20s"}, "MSGAPI_SHUTDOWN_TIMEOUT"},
+		{map[string]string{"MSGAPI_SEND_TIMEOUT": "1m"}, "MSGAPI_IDEMPOTENCY_LEASE"},
+		{map[string]string{"MSGAPI_SEND_TIMEOUT": "1s", "MSGAPI_IDEMPOTENCY_LEASE": "40s", "MSGAPI_SHUTDOWN_TIMEOUT": "40s"}, ""},
+	} {
+		v, _, err := loadValues("t", nil, func(k string) string { return tc.env[k] }, &bytes.Buffer{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = parseConfig(v)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: refused: %v", tc.env, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: error %v, want one naming %s", tc.env, err, tc.want)
+		}
+	}
+}

@@ -30,6 +30,7 @@ type config struct {
 	v               values
 	addr            string
 	storeTimeout    time.Duration
+	storeOpTimeout  time.Duration
 	keyCacheTTL     time.Duration
 	dedupWindow     time.Duration
 	dedupWait       time.Duration
@@ -50,6 +51,7 @@ func parseConfig(v values) (config, error) {
 		v:               v,
 		addr:            v.str("MSGAPI_ADDR"),
 		storeTimeout:    v.dur("MSGAPI_STORE_TIMEOUT", &errs),
+		storeOpTimeout:  v.dur("MSGAPI_STORE_OP_TIMEOUT", &errs),
 		keyCacheTTL:     v.dur("MSGAPI_KEY_CACHE_TTL", &errs),
 		dedupWindow:     v.dur("MSGAPI_DEDUP_WINDOW", &errs),
 		dedupWait:       v.dur("MSGAPI_DEDUP_WAIT", &errs),
@@ -63,9 +65,22 @@ func parseConfig(v values) (config, error) {
 		smtpPort:        v.int("MSGAPI_SMTP_PORT", &errs),
 		lokiBuffer:      v.int("MSGAPI_LOKI_BUFFER", &errs),
 	}
-	for _, k := range []string{"MSGAPI_DEDUP_WINDOW", "MSGAPI_DEDUP_LEASE", "MSGAPI_IDEMPOTENCY_TTL", "MSGAPI_IDEMPOTENCY_LEASE", "MSGAPI_SEND_TIMEOUT", "MSGAPI_REAPER_INTERVAL"} {
+	for _, k := range []string{"MSGAPI_DEDUP_WINDOW", "MSGAPI_DEDUP_LEASE", "MSGAPI_IDEMPOTENCY_TTL", "MSGAPI_IDEMPOTENCY_LEASE", "MSGAPI_SEND_TIMEOUT", "MSGAPI_REAPER_INTERVAL", "MSGAPI_STORE_OP_TIMEOUT"} {
 		if d, err := time.ParseDuration(v.str(k)); err == nil && d == 0 {
 			errs = append(errs, k+" must be greater than 0")
+		}
+	}
+	// A request holds its Idempotency-Key, and shutdown waits for it, for
+	// as long as it can run: the dedup wait, the provider call and its
+	// store calls. A shorter lease would let a retry settle a live
+	// request's key; a shorter shutdown would cut provider calls off.
+	if len(errs) == 0 {
+		longest := c.requestBudget()
+		if c.idemLease <= longest {
+			errs = append(errs, fmt.Sprintf("MSGAPI_IDEMPOTENCY_LEASE=%s must exceed send timeout + dedup wait + store budget (%s)", c.idemLease, longest))
+		}
+		if c.shutdownTimeout <= longest {
+			errs = append(errs, fmt.Sprintf("MSGAPI_SHUTDOWN_TIMEOUT=%s must exceed send timeout + dedup wait + store budget (%s)", c.shutdownTimeout, longest))
 		}
 	}
 	if _, err := zerolog.ParseLevel(v.str("MSGAPI_LOG_LEVEL")); err != nil {
@@ -75,6 +90,16 @@ func parseConfig(v values) (config, error) {
 		return config{}, fmt.Errorf("invalid settings:\n  %s", strings.Join(errs, "\n  "))
 	}
 	return c, nil
+}
+
+// storeCallsPerSend bounds the store calls one send makes outside its dedup
+// wait (lock, lead, conversation, message, outcome, key completion), each
+// within MSGAPI_STORE_OP_TIMEOUT: the store budget of a request.
+const storeCallsPerSend = 6
+
+// requestBudget is the longest a send request can run.
+func (c config) requestBudget() time.Duration {
+	return c.sendTimeout + c.dedupWait + storeCallsPerSend*c.storeOpTimeout
 }
 
 func newLogger(w io.Writer, level string) zerolog.Logger {
@@ -102,6 +127,7 @@ func openStore(ctx context.Context, c config, log zerolog.Logger) (*store.Store,
 		DataDir:        c.v.str("MSGAPI_DATA_DIR"),
 		EmbeddedAddr:   c.v.str("MSGAPI_EMBEDDED_ADDR"),
 		ConnectTimeout: c.storeTimeout,
+		OpTimeout:      c.storeOpTimeout,
 		Log:            log,
 	})
 	if err != nil {
