@@ -35,6 +35,21 @@ func (e DuplicatePendingResponseDuplicateOnly) Valid() bool {
 	}
 }
 
+// Defines values for DuplicatePendingResponsePending.
+const (
+	DuplicatePendingResponsePendingTrue DuplicatePendingResponsePending = true
+)
+
+// Valid indicates whether the value is a known member of the DuplicatePendingResponsePending enum.
+func (e DuplicatePendingResponsePending) Valid() bool {
+	switch e {
+	case DuplicatePendingResponsePendingTrue:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for DuplicatePendingResponseSuccess.
 const (
 	DuplicatePendingResponseSuccessTrue DuplicatePendingResponseSuccess = true
@@ -413,7 +428,7 @@ type CreateWorkspaceRequest struct {
 	Name string `json:"name"`
 }
 
-// DuplicatePendingResponse A duplicate whose original has not been written within the wait. Nothing is sent; retry after it completes to get the original.
+// DuplicatePendingResponse Not a finished request: an identical request holds the text and its message is not written (or it was fenced, and another request now sends it). Nothing was sent by this request. Retry after the `Retry-After` header's seconds to get the original message; only `duplicateOnly && message != null` is a finished no-op.
 type DuplicatePendingResponse struct {
 	DuplicateMessage string                                `json:"duplicateMessage"`
 	DuplicateOnly    DuplicatePendingResponseDuplicateOnly `json:"duplicateOnly"`
@@ -435,12 +450,19 @@ type DuplicatePendingResponse struct {
 	LockId string `json:"lockId"`
 
 	// Message Always null.
-	Message *Null                           `json:"message"`
-	Success DuplicatePendingResponseSuccess `json:"success"`
+	Message *Null `json:"message"`
+
+	// OriginalAgeMs How long the original request has held the text, in milliseconds.
+	OriginalAgeMs *int                            `json:"originalAgeMs,omitempty"`
+	Pending       DuplicatePendingResponsePending `json:"pending"`
+	Success       DuplicatePendingResponseSuccess `json:"success"`
 }
 
 // DuplicatePendingResponseDuplicateOnly defines model for DuplicatePendingResponse.DuplicateOnly.
 type DuplicatePendingResponseDuplicateOnly bool
+
+// DuplicatePendingResponsePending defines model for DuplicatePendingResponse.Pending.
+type DuplicatePendingResponsePending bool
 
 // DuplicatePendingResponseSuccess defines model for DuplicatePendingResponse.Success.
 type DuplicatePendingResponseSuccess bool
@@ -2883,6 +2905,7 @@ func (r DeleteDedupLockResponse) ContentType() string {
 // SendMessageResponse200Headers the declared response headers of an HTTP 200 response for SendMessage
 type SendMessageResponse200Headers struct {
 	IdempotentReplayed *string
+	RetryAfter         *int
 	XRequestId         string
 }
 
@@ -4541,6 +4564,13 @@ func ParseSendMessageResponse(rsp *http.Response) (*SendMessageResponse, error) 
 				return nil, err
 			}
 			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
