@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -109,6 +110,13 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
+	if clientGone(c, err) {
+		// The caller hung up: nobody reads an answer. Not a server error:
+		// the access log and metrics record nginx's 499, at info level.
+		c.Response().Status = StatusClientClosed
+		logger(c).Info().Err(err).Msg("client closed the request")
+		return
+	}
 	p, e := problemFor(err, requestID(c), c.Request().URL.Path)
 	l := logger(c).With().Str("workspaceId", WorkspaceID(c)).Logger()
 	log := &l
@@ -126,4 +134,14 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="msgapi"`)
 	}
 	writeJSON(c, p.Status, "application/problem+json", p)
+}
+
+// StatusClientClosed is nginx's 499: the client closed the connection
+// before the answer. It is never sent, only logged and counted.
+const StatusClientClosed = 499
+
+// clientGone reports whether err comes from the caller hanging up.
+func clientGone(c echo.Context, err error) bool {
+	return errors.Is(c.Request().Context().Err(), context.Canceled) &&
+		(errors.Is(err, context.Canceled) || msgapi.ErrorCode(err) == msgapi.CodeUnavailable)
 }

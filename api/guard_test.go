@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -181,6 +182,17 @@ func TestPendingWhenMessageNotWritten(t *testing.T) {
 	got := r.JSON()
 	if r.Status != http.StatusOK || got["duplicateOnly"] != true || got["message"] != nil || got["leadId"] != nil {
 		t.Fatalf("answer %d %s, want the still-in-flight shape", r.Status, r.Body)
+	}
+	// Not a finished request: it says so, and when to retry (the holder's
+	// lease, 30 s, ends then).
+	if got["pending"] != true {
+		t.Errorf("pending answer %s lacks pending: true", r.Body)
+	}
+	if ra, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 30 {
+		t.Errorf("Retry-After %q, want 1..30 seconds", r.Header.Get("Retry-After"))
+	}
+	if age, ok := got["originalAgeMs"].(float64); !ok || age < 0 {
+		t.Errorf("originalAgeMs = %v, want the lock's age", got["originalAgeMs"])
 	}
 	for _, k := range crmKeys {
 		if v, ok := got[k]; !ok || v != nil {

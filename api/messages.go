@@ -35,6 +35,10 @@ type SendOptions struct {
 	DefaultRegion string
 	// Metrics, optional, observes outcomes.
 	Metrics SendMetrics
+	// Lifetime ends when the process gives up on in-flight work (the
+	// shutdown timeout has passed): outcome writes stop retrying then.
+	// Default: never.
+	Lifetime context.Context
 }
 
 // SendMetrics is what the send path reports (nil-safe through noMetrics).
@@ -231,6 +235,8 @@ func (s *Server) sendMessage(c echo.Context) error {
 	written = true
 	o.Guard.Written(msgID)
 	idempotency.MarkSendStage(ctx)
+	s.inflight.Store(msgID, ws.ID)
+	defer s.inflight.Delete(msgID)
 
 	// Send. A client that hangs up must not cut a provider call in half:
 	// the send runs to its own timeout whatever the request does.
@@ -248,20 +254,36 @@ func (s *Server) sendMessage(c echo.Context) error {
 	})
 }
 
-// recordOutcome stores the provider's answer, retrying briefly: the send
-// already happened, so its outcome must not be lost to one store hiccup.
+// recordOutcome stores the provider's answer. The send already happened, so
+// its outcome must not be lost to a store hiccup: it retries with backoff
+// until the write lands or the process gives up (SendOptions.Lifetime),
+// and the answer waits for it, so a caller is never told "sent" while the
+// message says "sending" for longer than a blip. What is abandoned anyway
+// is logged by message id; the outcome sweeper turns it into "unknown".
 func (s *Server) recordOutcome(c echo.Context, m *messages.Message) {
 	ctx := context.WithoutCancel(c.Request().Context())
 	log := logger(c)
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if err = s.opts.Send.Messages.RecordOutcome(ctx, m); err == nil {
+	life := s.opts.Send.Lifetime
+	if life == nil {
+		life = context.Background()
+	}
+	backoff := outcomeBackoffFirst
+	for attempt := 1; ; attempt++ {
+		err := s.opts.Send.Messages.RecordOutcome(ctx, m)
+		if err == nil {
 			break
 		}
-		time.Sleep(time.Duration(100*(attempt+1)) * time.Millisecond)
-	}
-	if err != nil {
-		log.Error().Err(err).Str("messageId", m.ID).Str("status", m.Status).Msg("could not record the send outcome; the message document still says sending")
+		if life.Err() != nil {
+			log.Error().Err(err).Str("workspaceId", m.WorkspaceID).Str("messageId", m.ID).Str("status", m.Status).
+				Msg("send outcome abandoned at shutdown; the message says sending until the outcome sweeper marks it unknown")
+			break
+		}
+		log.Warn().Err(err).Str("messageId", m.ID).Int("attempt", attempt).Dur("retryIn", backoff).Msg("could not record the send outcome; retrying")
+		select {
+		case <-time.After(backoff):
+		case <-life.Done():
+		}
+		backoff = min(2*backoff, outcomeBackoffMax)
 	}
 	ev := log.Info().Str("event", events.Sent)
 	if m.Status != messages.StatusSent {
@@ -272,6 +294,12 @@ func (s *Server) recordOutcome(c echo.Context, m *messages.Message) {
 		s.opts.Send.Metrics.Sent(m.Channel, m.Status)
 	}
 }
+
+// Backoff of outcome writes: 100 ms doubling to 5 s.
+const (
+	outcomeBackoffFirst = 100 * time.Millisecond
+	outcomeBackoffMax   = 5 * time.Second
+)
 
 func (s *Server) metricDuplicate(mode string) {
 	if s.opts.Send.Metrics != nil {

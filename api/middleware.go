@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -42,13 +44,13 @@ func (s *Server) requestContext(next echo.HandlerFunc) echo.HandlerFunc {
 		log := s.log.With().Str("requestId", id).Logger()
 		c.SetRequest(c.Request().WithContext(log.WithContext(c.Request().Context())))
 
-		err := next(c)
+		err := s.recovered(c, next)
 		if err != nil {
 			c.Error(err) // writes the problem document now, so the status below is final
 		}
 		ws, _ := c.Get(ctxWorkspace).(workspace.Workspace)
 		ev := log.Info()
-		if c.Response().Status >= 500 {
+		if c.Response().Status >= 500 && c.Response().Status != StatusClientClosed {
 			ev = log.Warn()
 		}
 		ev.Str("event", events.HTTPRequest).
@@ -60,6 +62,30 @@ func (s *Server) requestContext(next echo.HandlerFunc) echo.HandlerFunc {
 			Msg("request")
 		return nil
 	}
+}
+
+// recovered runs next and turns a panic into an error: the caller gets a
+// problem+json 500 with its request id, the log an error event with the
+// stack, and the process keeps serving. (The Idempotency-Key middleware
+// recovers on its own first, to settle its claim.)
+func (s *Server) recovered(c echo.Context, next echo.HandlerFunc) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if r == http.ErrAbortHandler {
+				panic(r)
+			}
+			err = panicked(c, r)
+		}
+	}()
+	return next(c)
+}
+
+// panicked logs a recovered panic with its stack and returns the internal
+// error that answers it.
+func panicked(c echo.Context, r any) error {
+	logger(c).Error().Str("event", events.Panic).Str("panic", fmt.Sprint(r)).
+		Bytes("stack", debug.Stack()).Msg("handler panicked")
+	return fmt.Errorf("panic: %v", r)
 }
 
 func validRequestID(id string) bool {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -40,6 +41,20 @@ type Server struct {
 	opts Options
 	log  zerolog.Logger
 	echo *echo.Echo
+
+	inflight sync.Map // message id → workspace id, from the message insert to its recorded outcome
+}
+
+// InFlight lists the messages written but whose outcome is not recorded
+// yet, as "workspaceId/messageId": what a shutdown that runs out of time
+// abandons to the outcome sweeper.
+func (s *Server) InFlight() []string {
+	var out []string
+	s.inflight.Range(func(k, v any) bool {
+		out = append(out, v.(string)+"/"+k.(string))
+		return true
+	})
+	return out
 }
 
 // New returns the HTTP handler with every route mounted.

@@ -30,6 +30,9 @@ const (
 	InboundFastpathError    = "inbound.dedup_fastpath_error"
 
 	HTTPRequest = "http.request"
+	// Panic: a handler panicked; the caller got a 500 and the process
+	// kept serving. The line carries the stack.
+	Panic = "http.panic"
 )
 
 // Modes of DuplicateBlocked.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/events"
 	"github.com/msgapi/msgapi/store"
 )
@@ -16,6 +17,9 @@ import (
 // keeps changing under it (lost claims, vanished locks, releases). Each step
 // is a real change of owner, so hitting it means pathological contention.
 const maxSteps = 16
+
+// refuseRetryAfter is what a refused request suggests (RefuseOnStoreError).
+const refuseRetryAfter = 5 * time.Second
 
 // Acquire decides whether the request for k may send a message with the
 // pre-allocated messageID. messageID must be fresh for every call: a lock
@@ -51,6 +55,14 @@ func (g *Guard) acquire(ctx context.Context, workspaceID, lockID, messageID stri
 		return g.contend(ctx, workspaceID, lockID, messageID)
 	case ctx.Err() != nil:
 		return Decision{}, fmt.Errorf("acquire lock %s: %w", lockID, ctx.Err())
+	}
+	if g.o.RefuseOnStoreError {
+		g.event(ctx, zerolog.ErrorLevel, events.DuplicateGuardError, workspaceID, lockID).
+			Err(err).Str("messageId", messageID).Bool("refused", true).
+			Msg("duplicate guard unavailable; request refused (MSGAPI_DEDUP_ON_STORE_ERROR=refuse)")
+		e := unavailable("insert lock", lockID, err).(*msgapi.Error)
+		e.RetryAfter = refuseRetryAfter
+		return Decision{}, e
 	}
 	g.event(ctx, zerolog.ErrorLevel, events.DuplicateGuardError, workspaceID, lockID).
 		Err(err).Str("messageId", messageID).

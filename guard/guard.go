@@ -92,6 +92,11 @@ type Options struct {
 	// found=false when it has not been written yet. Doc is whatever the caller
 	// wants back (its full message) and is passed through untouched.
 	Sibling func(ctx context.Context, messageID string) (s Sibling, found bool, err error)
+	// RefuseOnStoreError: when the lock cannot be written (a store error
+	// other than a duplicate key), Acquire returns a *msgapi.Error with
+	// CodeUnavailable and a Retry-After instead of Unguarded. The default
+	// (false) sends without protection: the guard never breaks the send path.
+	RefuseOnStoreError bool
 	// Fence inserts a tombstone under each message id (one round trip), so
 	// that the message can never be written afterwards; won[i] is false when
 	// the id already held a document. The guard fences a holder before it

@@ -495,6 +495,14 @@ func TestStoreErrorUnguarded(t *testing.T) {
 		t.Errorf("duplicate_guard_error events %v, want one error line with the error, lock and workspace", ev)
 	}
 
+	// MSGAPI_DEDUP_ON_STORE_ERROR=refuse: a 503 with Retry-After instead.
+	refuse := e.guard(Options{Store: broken, RefuseOnStoreError: true})
+	_, err = refuse.Acquire(e.ctx, key, "msg_3")
+	var me *msgapi.Error
+	if !errors.As(err, &me) || me.Code != msgapi.CodeUnavailable || me.RetryAfter <= 0 {
+		t.Errorf("refusing guard on a broken store: %v, want unavailable with a Retry-After", err)
+	}
+
 	// A caller that is gone gets an error, not an unguarded send.
 	ctx, cancel := context.WithCancel(e.ctx)
 	cancel()

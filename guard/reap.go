@@ -66,3 +66,35 @@ func (g *Guard) Reap(ctx context.Context, now time.Time, docs []bson.Raw) (int64
 	}
 	return total, nil
 }
+
+// Holder is a live lock's holder: the message its winner writes.
+type Holder struct {
+	LockID, WorkspaceID, MessageID string
+	CreatedAt, ExpiresAt           time.Time
+}
+
+// Holders lists the holders of the locks that have not expired: every
+// guarded message of the last window, which is what may still be in a
+// provider call. One scan of the lock collection, whose size is bounded by
+// the window and the send rate, never by the number of stored messages (on
+// MongoDB an index range on expiresAt).
+func (g *Guard) Holders(ctx context.Context) ([]Holder, error) {
+	filter := bson.D{{Key: "expiresAt", Value: bson.D{{Key: "$gt", Value: g.now()}}}}
+	cur, err := g.locks.Find(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("list lock holders: %w", err)
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	var out []Holder
+	for cur.Next(ctx) {
+		var l lockDoc
+		if err := cur.Decode(&l); err != nil || l.MessageID == "" {
+			continue
+		}
+		out = append(out, Holder{LockID: l.ID, WorkspaceID: l.WorkspaceID, MessageID: l.MessageID, CreatedAt: l.CreatedAt, ExpiresAt: l.ExpiresAt})
+	}
+	if err := cur.Err(); err != nil {
+		return nil, fmt.Errorf("list lock holders: %w", err)
+	}
+	return out, nil
+}

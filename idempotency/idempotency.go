@@ -264,16 +264,28 @@ func (k *Keys) run(c echo.Context, next echo.HandlerFunc, q request, claim recor
 	res := c.Response()
 	w := &capture{ResponseWriter: res.Writer}
 	res.Writer = w
-	err := func() error {
+	err := func() (err error) {
 		defer func() { res.Writer = w.ResponseWriter }()
-		err := next(c)
+		defer func() {
+			// A panic is settled like any failure: the claim is released
+			// before the send stage and kept after it (a retry after the
+			// lease answers from the message). The panic goes on up, to the
+			// server's own recovery, which answers 500 and logs the stack.
+			if r := recover(); r != nil {
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), finishTimeout)
+				defer cancel()
+				if !st.reached.Load() {
+					k.release(ctx, q, claim)
+				}
+				panic(r)
+			}
+		}()
+		err = next(c)
 		if err != nil {
 			c.Error(err) // render now, so the response is complete and captured
 		}
 		return err
 	}()
-	// A panic in next skips this: the claim stays until its lease ends,
-	// which is the safe side (409, then a takeover the duplicate guard covers).
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), finishTimeout)
 	defer cancel()

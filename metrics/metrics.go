@@ -42,6 +42,7 @@ type Metrics struct {
 	events      *prometheus.CounterVec
 	store       *prometheus.HistogramVec
 	loki        *lokiCollector
+	lost        prometheus.Counter
 }
 
 // New registers msgapi's collectors, plus the Go runtime and process
@@ -70,6 +71,10 @@ func New() *Metrics {
 			Name: "msgapi_idempotency_requests_total",
 			Help: "Requests with an Idempotency-Key, by outcome, as reported by the idempotency package.",
 		}, []string{"outcome"}),
+		lost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "msgapi_outcomes_lost_total",
+			Help: "Messages still sending long after the send timeout (their process ended during the provider call), marked unknown by the outcome sweeper.",
+		}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "msgapi_events_total",
 			Help: "Event lines logged, by event name (only lines at or above the log level).",
@@ -88,7 +93,7 @@ func New() *Metrics {
 		},
 	}
 	m.reg.MustRegister(
-		m.requests, m.latency, m.sends, m.duplicates, m.idempotency, m.events, m.store, m.loki,
+		m.requests, m.latency, m.sends, m.duplicates, m.idempotency, m.events, m.store, m.loki, m.lost,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -127,6 +132,9 @@ func (m *Metrics) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		return nil
 	}
 }
+
+// OutcomeLost counts one message the outcome sweeper marked unknown.
+func (m *Metrics) OutcomeLost() { m.lost.Inc() }
 
 // Sent counts one send outcome (api.SendMetrics).
 func (m *Metrics) Sent(channel, status string) { m.sends.WithLabelValues(channel, status).Inc() }

@@ -20,6 +20,7 @@ import (
 	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/messages"
 	"github.com/msgapi/msgapi/metrics"
+	"github.com/msgapi/msgapi/outcome"
 	"github.com/msgapi/msgapi/sender"
 	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/workspace"
@@ -40,6 +41,8 @@ type config struct {
 	logSenderDelay  time.Duration
 	sendTimeout     time.Duration
 	reaperInterval  time.Duration
+	sweepInterval   time.Duration
+	outcomeMargin   time.Duration
 	shutdownTimeout time.Duration
 	smtpPort        int
 	lokiBuffer      int
@@ -61,11 +64,13 @@ func parseConfig(v values) (config, error) {
 		logSenderDelay:  v.dur("MSGAPI_LOG_SENDER_DELAY", &errs),
 		sendTimeout:     v.dur("MSGAPI_SEND_TIMEOUT", &errs),
 		reaperInterval:  v.dur("MSGAPI_REAPER_INTERVAL", &errs),
+		sweepInterval:   v.dur("MSGAPI_SWEEP_INTERVAL", &errs),
+		outcomeMargin:   v.dur("MSGAPI_OUTCOME_MARGIN", &errs),
 		shutdownTimeout: v.dur("MSGAPI_SHUTDOWN_TIMEOUT", &errs),
 		smtpPort:        v.int("MSGAPI_SMTP_PORT", &errs),
 		lokiBuffer:      v.int("MSGAPI_LOKI_BUFFER", &errs),
 	}
-	for _, k := range []string{"MSGAPI_DEDUP_WINDOW", "MSGAPI_DEDUP_LEASE", "MSGAPI_IDEMPOTENCY_TTL", "MSGAPI_IDEMPOTENCY_LEASE", "MSGAPI_SEND_TIMEOUT", "MSGAPI_REAPER_INTERVAL", "MSGAPI_STORE_OP_TIMEOUT"} {
+	for _, k := range []string{"MSGAPI_DEDUP_WINDOW", "MSGAPI_DEDUP_LEASE", "MSGAPI_IDEMPOTENCY_TTL", "MSGAPI_IDEMPOTENCY_LEASE", "MSGAPI_SEND_TIMEOUT", "MSGAPI_REAPER_INTERVAL", "MSGAPI_STORE_OP_TIMEOUT", "MSGAPI_SWEEP_INTERVAL"} {
 		if d, err := time.ParseDuration(v.str(k)); err == nil && d == 0 {
 			errs = append(errs, k+" must be greater than 0")
 		}
@@ -82,6 +87,9 @@ func parseConfig(v values) (config, error) {
 		if c.shutdownTimeout <= longest {
 			errs = append(errs, fmt.Sprintf("MSGAPI_SHUTDOWN_TIMEOUT=%s must exceed send timeout + dedup wait + store budget (%s)", c.shutdownTimeout, longest))
 		}
+	}
+	if m := v.str("MSGAPI_DEDUP_ON_STORE_ERROR"); m != "send" && m != "refuse" {
+		errs = append(errs, fmt.Sprintf("MSGAPI_DEDUP_ON_STORE_ERROR=%q is not one of send, refuse", m))
 	}
 	if _, err := zerolog.ParseLevel(v.str("MSGAPI_LOG_LEVEL")); err != nil {
 		errs = append(errs, fmt.Sprintf("MSGAPI_LOG_LEVEL=%q is not one of debug, info, warn, error", v["MSGAPI_LOG_LEVEL"]))
@@ -247,11 +255,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	st.RoundTrips.Observe(met.StoreCommand)
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
+	// life ends when shutdown gives up on in-flight work.
+	life, giveUp := context.WithCancel(context.WithoutCancel(ctx))
+	defer giveUp()
 	go st.RunReaper(bg, c.reaperInterval)
 
 	ms := messages.NewStore(st)
 	ws := workspace.NewStore(st, c.keyCacheTTL)
-	g := guard.New(guard.Options{Store: st, Window: c.dedupWindow, Wait: c.dedupWait, Lease: c.dedupLease, Sibling: api.SiblingReader(ms), Fence: ms.Fence})
+	g := guard.New(guard.Options{Store: st, Window: c.dedupWindow, Wait: c.dedupWait, Lease: c.dedupLease,
+		RefuseOnStoreError: v.str("MSGAPI_DEDUP_ON_STORE_ERROR") == "refuse",
+		Sibling:            api.SiblingReader(ms), Fence: ms.Fence})
+	// Lost outcomes become unknown: at start-up, then every interval.
+	sweeper := outcome.New(outcome.Options{Messages: ms, Holders: g.Holders, After: c.sendTimeout + c.outcomeMargin, Log: log, Lost: met.OutcomeLost})
+	go sweeper.Run(bg, c.sweepInterval)
 	// Inbound webhooks: MongoDB decides; Redis, when set, only answers
 	// redeliveries of completed events sooner.
 	hooks := inbound.Options{Store: st, Workspaces: ws, Messages: ms, PublicBaseURL: v.str("MSGAPI_PUBLIC_URL")}
@@ -273,7 +289,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Workspaces:  ws,
 		AdminToken:  v["MSGAPI_ADMIN_TOKEN"],
 		Idempotency: idem.Middleware,
-		Send:        api.SendOptions{Messages: ms, Guard: g, Senders: senders, DefaultRegion: v.str("MSGAPI_DEFAULT_REGION"), Metrics: met},
+		Send:        api.SendOptions{Messages: ms, Guard: g, Senders: senders, DefaultRegion: v.str("MSGAPI_DEFAULT_REGION"), Metrics: met, Lifetime: life},
 		Middleware:  []echo.MiddlewareFunc{met.Middleware},
 		Extra: func(e *echo.Echo) {
 			met.Mount(e)      // GET /metrics
@@ -305,11 +321,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("http server: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info().Dur("timeout", c.shutdownTimeout).Msg("shutting down: no new connections, finishing in-flight requests")
+	// Graceful drain: stop accepting, let every request — its provider
+	// call and its outcome write included — finish, then stop background
+	// work and close the store (deferred). What is still running when the
+	// timeout passes is abandoned by message id to the outcome sweeper.
+	log.Info().Dur("timeout", c.shutdownTimeout).Msg("shutting down: no new connections, finishing in-flight requests and provider calls")
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn().Err(err).Msg("in-flight requests did not finish within the shutdown timeout")
+		giveUp()
+		log.Error().Err(err).Strs("abandoned", srv.InFlight()).
+			Msg("shutdown timeout passed with requests in flight; their messages are left for the outcome sweeper")
 	}
 	stopBG()
 	log.Info().Msg("http server stopped")

@@ -1,0 +1,149 @@
+package outcome_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/api"
+	"github.com/msgapi/msgapi/guard"
+	"github.com/msgapi/msgapi/messages"
+	"github.com/msgapi/msgapi/outcome"
+	"github.com/msgapi/msgapi/store"
+	"github.com/msgapi/msgapi/store/storetest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+type env struct {
+	st    *store.Store
+	ms    *messages.Store
+	g     *guard.Guard
+	logs  *strings.Builder
+	lost  atomic.Int64
+	sweep *outcome.Sweeper
+}
+
+func newEnv(t testing.TB) *env {
+	st := storetest.New(t, append(append([]store.Collection{}, messages.Collections...), guard.Collections...)...)
+	ms := messages.NewStore(st)
+	e := &env{st: st, ms: ms, logs: &strings.Builder{}}
+	e.g = guard.New(guard.Options{Store: st, Sibling: api.SiblingReader(ms), Fence: ms.Fence})
+	e.sweep = outcome.New(outcome.Options{Messages: ms, Holders: e.g.Holders, After: 10 * time.Second,
+		Log: zerolog.New(e.logs), Lost: func() { e.lost.Add(1) }})
+	return e
+}
+
+// send plays a request that won its lock and wrote its message age ago,
+// with status.
+func (e *env) send(t testing.TB, body string, age time.Duration, status string) string {
+	t.Helper()
+	ctx := context.Background()
+	id := msgapi.NewID("msg")
+	d, err := e.g.Acquire(ctx, guard.Key{WorkspaceID: "ws_1", Phone: "+15550100000", Body: body}, id)
+	if err != nil || d.Outcome != guard.Won {
+		t.Fatalf("acquire: %v %v", d.Outcome, err)
+	}
+	at := time.Now().Add(-age).UTC().Truncate(time.Millisecond)
+	_, err = e.st.Collection("messages").InsertOne(ctx, messages.Message{ID: id, WorkspaceID: "ws_1", Channel: "sms",
+		Direction: "outbound", Body: body, Status: status, Provider: "twilio", CreatedAt: at, UpdatedAt: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lock's own times, as the request would have written them.
+	_, err = e.st.Collection("message_dedup_locks").UpdateOne(ctx, bson.D{{Key: "_id", Value: d.LockID}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "createdAt", Value: at}, {Key: "expiresAt", Value: at.Add(15 * time.Minute)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func (e *env) status(t *testing.T, id string) (string, string) {
+	t.Helper()
+	m, found, err := e.ms.Get(context.Background(), id)
+	if err != nil || !found {
+		t.Fatalf("get %s: %v %v", id, found, err)
+	}
+	return m.Status, m.Error
+}
+
+func TestSweepMarksLostOutcomesUnknown(t *testing.T) {
+	e := newEnv(t)
+	lost := e.send(t, "lost", time.Minute, messages.StatusSending)
+	young := e.send(t, "still with its provider", time.Second, messages.StatusSending)
+	done := e.send(t, "done", time.Minute, messages.StatusSent)
+
+	n, err := e.sweep.Sweep(context.Background())
+	if err != nil || n != 1 {
+		t.Fatalf("Sweep = %d, %v; want 1", n, err)
+	}
+	if st, er := e.status(t, lost); st != messages.StatusUnknown || er != outcome.LostError {
+		t.Errorf("lost message: %s %q, want unknown with the lost-outcome error", st, er)
+	}
+	if st, _ := e.status(t, young); st != messages.StatusSending {
+		t.Errorf("a message younger than send timeout + margin became %s", st)
+	}
+	if st, _ := e.status(t, done); st != messages.StatusSent {
+		t.Errorf("a sent message became %s", st)
+	}
+	if e.lost.Load() != 1 || !strings.Contains(e.logs.String(), `"event":"message.api.outcome_lost"`) ||
+		!strings.Contains(e.logs.String(), `"messageId":"`+lost+`"`) || !strings.Contains(e.logs.String(), `"ageMs":`) {
+		t.Errorf("counter %d, log %s; want one outcome_lost event with the message id and age", e.lost.Load(), e.logs.String())
+	}
+
+	// A second pass reads no message: the two decided ones are remembered
+	// and the young one is skipped by its lock's age. Only the lock scan.
+	before := e.st.RoundTrips.Total()
+	if n, err := e.sweep.Sweep(context.Background()); err != nil || n != 0 {
+		t.Fatalf("second Sweep = %d, %v; want 0", n, err)
+	}
+	if got := e.st.RoundTrips.Total() - before; got != 1 {
+		t.Errorf("second pass: %d round trips, want 1 (the lock scan)", got)
+	}
+}
+
+// BenchmarkSweepPass: one pass with 50 live locks (10 of them lost
+// outcomes) among 1,000 and 100,000 stored messages. Its cost follows the
+// live locks, not the stored messages.
+func BenchmarkSweepPass(b *testing.B) {
+	for _, stored := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("messages=%d", stored), func(b *testing.B) {
+			e := newEnv(b)
+			ctx := context.Background()
+			batch := make([]any, 0, 1000)
+			for i := range stored {
+				batch = append(batch, messages.Message{ID: fmt.Sprintf("msg_old%07d", i), WorkspaceID: "ws_1", Status: messages.StatusSent, CreatedAt: time.Now()})
+				if len(batch) == cap(batch) {
+					if _, err := e.st.Collection("messages").InsertMany(ctx, batch); err != nil {
+						b.Fatal(err)
+					}
+					batch = batch[:0]
+				}
+			}
+			for i := range 50 {
+				status := messages.StatusSent
+				if i < 10 {
+					status = messages.StatusSending
+				}
+				e.send(b, fmt.Sprintf("text %d", i), time.Minute, status)
+			}
+			b.ResetTimer()
+			for range b.N {
+				// A fresh sweeper each time: a process's first pass, the
+				// most expensive (it reads every live lock's message).
+				s := outcome.New(outcome.Options{Messages: e.ms, Holders: e.g.Holders, After: 10 * time.Second, Log: zerolog.Nop()})
+				if _, err := s.Sweep(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
