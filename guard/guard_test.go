@@ -527,3 +527,32 @@ func TestLoserStoreErrorIsUnavailable(t *testing.T) {
 		t.Error("a loser's store error was logged as an unguarded send")
 	}
 }
+
+// Two successive claimants: C1 takes over a crashed holder and then stalls
+// before writing its message for longer than the lease; C2 judges C1 gone
+// and takes over in turn. C1 resumes: its message id was fenced, so its
+// write fails and only C2 sends.
+func TestSuccessiveClaimantsSendOnce(t *testing.T) {
+	e := newEnv(t)
+	if d, err := e.guard(Options{}).Acquire(e.ctx, key, "msg_crashed"); err != nil || d.Outcome != Won {
+		t.Fatalf("Acquire = %v, %v; want won", d.Outcome, err)
+	}
+	c1 := e.guard(Options{Now: func() time.Time { return time.Now().Add(31 * time.Second) }})
+	d1, err := c1.Acquire(e.ctx, key, "msg_c1")
+	if err != nil || d1.Outcome != Won {
+		t.Fatalf("first claimant = %v, %v; want won", d1.Outcome, err)
+	}
+	// C1 stalls; C2's clock is a lease past C1's claim.
+	c2 := e.guard(Options{Now: func() time.Time { return time.Now().Add(62 * time.Second) }})
+	d2, err := e.requestThen(c2, e.msgs, key, func() error { return nil })
+	if err != nil || d2.Outcome != Won {
+		t.Fatalf("second claimant = %+v, %v; want won and written", d2, err)
+	}
+	// C1 resumes and tries to commit.
+	if err := e.msgs.write(context.Background(), "msg_c1", "sent"); !store.IsDuplicateKey(err) {
+		t.Fatalf("the first claimant's late write = %v, want a duplicate key (fenced): it would send twice", err)
+	}
+	if sib, found, _ := e.msgs.sibling(context.Background(), "msg_c1"); !found || !sib.Tombstone {
+		t.Errorf("msg_c1 = %+v (found %v), want a tombstone", sib, found)
+	}
+}
