@@ -85,10 +85,14 @@ func New() *Metrics {
 		eventNames: &labelSet{max: maxEventNames, seen: map[string]bool{}},
 		loki: &lokiCollector{
 			dropped: prometheus.NewDesc("msgapi_loki_lines_dropped_total",
-				"Log lines that never reached Loki, by reason: queue_full (Loki slow or down), push_failed (the client gave up after retries), shutdown (the final flush ran out of time).",
+				"Log lines that never reached Loki, by reason: queue_full (Loki slow or down; the oldest queued lines make room), push_failed (the client gave up after retries), shutdown (the final flush ran out of time).",
 				[]string{"reason"}, nil),
 			queued: prometheus.NewDesc("msgapi_loki_lines_queued",
 				"Log lines waiting for Loki now.", nil, nil),
+			queuedBytes: prometheus.NewDesc("msgapi_loki_bytes_queued",
+				"Bytes of log lines waiting for Loki now (bounded by MSGAPI_LOKI_BUFFER_BYTES).", nil, nil),
+			truncated: prometheus.NewDesc("msgapi_loki_lines_truncated_total",
+				"Log lines shipped with a value or their tail cut to the length limits.", nil, nil),
 		},
 	}
 	m.reg.MustRegister(

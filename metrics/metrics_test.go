@@ -127,13 +127,17 @@ func TestLokiCounters(t *testing.T) {
 	if body := scrape(t, m); !strings.Contains(body, `msgapi_loki_lines_dropped_total{reason="queue_full"} 0`) {
 		t.Errorf("without Loki the dropped counters should read 0:\n%s", grep(body, "msgapi_loki"))
 	}
-	m.WatchLoki(func() loki.Stats { return loki.Stats{Queued: 7, QueueFull: 42, PushFailed: 3, Shutdown: 1} })
+	m.WatchLoki(func() loki.Stats {
+		return loki.Stats{Queued: 7, QueuedBytes: 7000, Truncated: 5, QueueFull: 42, PushFailed: 3, Shutdown: 1}
+	})
 	body := scrape(t, m)
 	for _, want := range []string{
 		`msgapi_loki_lines_dropped_total{reason="queue_full"} 42`,
 		`msgapi_loki_lines_dropped_total{reason="push_failed"} 3`,
 		`msgapi_loki_lines_dropped_total{reason="shutdown"} 1`,
 		`msgapi_loki_lines_queued 7`,
+		`msgapi_loki_bytes_queued 7000`,
+		`msgapi_loki_lines_truncated_total 5`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, grep(body, "msgapi_loki"))
