@@ -201,7 +201,8 @@ func TestRefusals(t *testing.T) {
 		code   string
 	}{
 		{"no secret for the channel", delivery{ch: inbound.ChannelTelegram, body: telegramUpdate(1, 2, "x"), path: "/api/webhooks/" + bare.ID + "/telegram"}, http.StatusUnauthorized, "unauthorized"},
-		{"unknown workspace", delivery{ch: inbound.ChannelTelegram, body: telegramUpdate(1, 2, "x"), path: "/api/webhooks/ws_nope/telegram"}, http.StatusUnauthorized, "unauthorized"},
+		{"unknown workspace", delivery{ch: inbound.ChannelTelegram, body: telegramUpdate(1, 2, "x"), path: "/api/webhooks/" + msgapi.NewID("ws") + "/telegram"}, http.StatusUnauthorized, "unauthorized"},
+		{"malformed workspace id", delivery{ch: inbound.ChannelTelegram, body: telegramUpdate(1, 2, "x"), path: "/api/webhooks/ws_nope/telegram"}, http.StatusNotFound, "not_found"},
 		{"unknown channel", delivery{ch: "fax", body: []byte(`{}`), path: e.path("fax")}, http.StatusNotFound, "not_found"},
 		{"secret of another channel", delivery{ch: inbound.ChannelEmail, body: relayEmail("<1@x>", "a@example.com"), secret: secrets[inbound.ChannelSlack]}, http.StatusUnauthorized, "unauthorized"},
 		{"slack without a key", delivery{ch: inbound.ChannelSlack, body: []byte(`{"type":"event_callback","team_id":"T1","event":{"type":"message","user":"U1","text":"x"}}`)}, http.StatusBadRequest, "invalid_request"},
@@ -502,5 +503,27 @@ func TestTwilioBehindProxy(t *testing.T) {
 	assertProblem(t, e.deliver(delivery{ch: inbound.ChannelTwilio, body: body, signedURL: public}), http.StatusUnauthorized, "unauthorized")
 	if r := e.deliver(delivery{ch: inbound.ChannelTwilio, body: body, signedURL: public, header: fwd}); r.status != http.StatusOK {
 		t.Errorf("signed for the public URL, forwarded headers set: %s, want 200", r)
+	}
+}
+
+// A client-sent workspace id of any length never reaches a logger or the
+// store: 60 KB ids once grew the Loki queue by hundreds of megabytes.
+func TestMalformedWorkspaceIDNeitherLoggedNorLookedUp(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	huge := "ws_" + strings.Repeat("w", 60_000)
+	for _, ch := range []string{inbound.ChannelEmail, inbound.ChannelTelegram, "fax"} {
+		before := e.st.RoundTrips.Total()
+		r := e.deliver(delivery{ch: ch, body: relayEmail("<1@x>", "a@example.com"), path: "/api/webhooks/" + huge + "/" + ch})
+		assertProblem(t, r, http.StatusNotFound, "not_found")
+		if got := e.st.RoundTrips.Total() - before; got != 0 {
+			t.Errorf("%s: %d store round trips, want 0", ch, got)
+		}
+	}
+	logs := e.logs.String()
+	if strings.Contains(logs, "wwwwwwww") {
+		t.Errorf("the id reached the log (%d bytes of log)", len(logs))
+	}
+	if n := len(e.events(events.HTTPRequest)); n != 3 {
+		t.Errorf("%d access-log lines, want 3 (the requests are still logged)", n)
 	}
 }
