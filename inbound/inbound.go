@@ -207,6 +207,10 @@ func (h *Handler) receive(c echo.Context) error {
 		log.Warn().Str("event", events.InboundSignatureInvalid).Str("reason", reason).Msg("inbound webhook refused: bad signature")
 		return errSignature
 	}
+	if ch == ChannelEmail && !usesStandard(r.Header) {
+		log.Warn().Str("event", events.InboundSignatureDeprecated).Str("header", headerRelaySignature).
+			Msg("email relay signed with the deprecated X-Msgapi-Signature; sign with webhook-signature (Standard Webhooks)")
+	}
 
 	ev, err := parse(ch, r.Header.Get(echo.HeaderContentType), body)
 	if err != nil {
