@@ -40,7 +40,7 @@ var settings = []setting{
 	{"MSGAPI_LOG_SENDER_DELAY", "log-sender-delay", "0s", "log provider: imitated provider latency", false},
 	{"MSGAPI_SEND_TIMEOUT", "send-timeout", "10s", "timeout of every provider call", false},
 	{"MSGAPI_WEBHOOK_URL", "webhook-url", "", "webhook provider: relay URL", false},
-	{"MSGAPI_WEBHOOK_SECRET", "webhook-secret", "", "webhook provider: HMAC-SHA256 signing secret", true},
+	{"MSGAPI_WEBHOOK_SECRET", "webhook-secret", "", "webhook provider: Standard Webhooks signing secret, whsec_… or a legacy string", true},
 	{"MSGAPI_TWILIO_ACCOUNT_SID", "twilio-account-sid", "", "twilio provider: account SID", false},
 	{"MSGAPI_TWILIO_AUTH_TOKEN", "twilio-auth-token", "", "twilio provider: auth token", true},
 	{"MSGAPI_TWILIO_FROM", "twilio-from", "", "twilio provider: sender number (E.164)", false},
