@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/stdwebhook"
 )
 
 // createWorkspace: POST /admin/workspaces {"name": "..."} → 201 with the
@@ -65,6 +66,12 @@ func (s *Server) setSecret(c echo.Context) error {
 	if err := json.Unmarshal(Body(c), &in); err != nil || in.Secret == "" || len(in.Secret) > 512 {
 		return &msgapi.Error{Code: msgapi.CodeInvalid, Message: "the body must be {\"secret\": \"...\"}",
 			Fields: []msgapi.FieldError{{Field: "secret", Message: "required, at most 512 bytes"}}}
+	}
+	// The email relay signs under Standard Webhooks: a whsec_ secret that
+	// does not decode would refuse every delivery, so it is refused here.
+	if _, err := stdwebhook.ParseSecret(in.Secret); ch == "email" && err != nil {
+		return &msgapi.Error{Code: msgapi.CodeInvalid, Message: "the email relay secret is not usable",
+			Fields: []msgapi.FieldError{{Field: "secret", Message: "whsec_ + standard base64 of 24–64 bytes, or any other non-blank string"}}}
 	}
 	if err := s.opts.Workspaces.SetSecret(c.Request().Context(), c.Param("id"), ch, in.Secret); err != nil {
 		return err

@@ -287,7 +287,7 @@ func (s *Server) recordOutcome(c echo.Context, m *messages.Message) {
 	}
 	ev := log.Info().Str("event", events.Sent)
 	if m.Status != messages.StatusSent {
-		ev = log.Warn().Str("event", events.SendFailed).Str("error", m.Error)
+		ev = log.Warn().Str("event", events.SendFailed).Str("error", sender.Scrub(m.Error, toSenderMessage(m)))
 	}
 	ev.Str("workspaceId", m.WorkspaceID).Str("messageId", m.ID).Str("channel", m.Channel).Str("provider", m.Provider).Str("status", m.Status).Msg("send outcome")
 	if s.opts.Send.Metrics != nil {

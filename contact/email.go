@@ -29,8 +29,12 @@ func emailErr(reason string) error { return fmt.Errorf("%w: %s", ErrInvalidEmail
 // end to end and a Unicode case-folding rule; its domain can be given in its
 // ASCII (xn--) form. Anything net/mail would rewrite while parsing is refused,
 // so the result is exactly what the caller sent, minus case and outer space.
+//
+// The ASCII check comes before lower-casing: Unicode case mapping turns some
+// non-ASCII letters into ASCII ones (the Kelvin sign U+212A into "k"), and
+// lower-casing first would deliver "\u212Aate@example.com" to kate@example.com.
 func NormalizeEmail(raw string) (string, error) {
-	s := strings.ToLower(strings.TrimSpace(raw))
+	s := strings.TrimSpace(raw)
 	if s == "" {
 		return "", emailErr("empty")
 	}
@@ -42,6 +46,7 @@ func NormalizeEmail(raw string) (string, error) {
 			return "", emailErr("only printable ASCII without spaces is accepted")
 		}
 	}
+	s = strings.ToLower(s) // ASCII only now: a byte-for-byte mapping
 	if strings.Count(s, "@") != 1 {
 		return "", emailErr("must contain exactly one @")
 	}

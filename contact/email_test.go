@@ -52,6 +52,9 @@ func TestNormalizeEmail(t *testing.T) {
 		{"domain label too long", "a@" + long(64) + ".com", ""},
 		{"over 254 bytes", long(64) + "@" + long(63) + "." + long(63) + "." + long(58) + ".com", ""},
 		{"invalid UTF-8", "ada\xff@example.com", ""},
+		{"Kelvin sign lower-cases to k", "\u212Aate@example.com", ""},
+		{"Kelvin sign in the domain", "kate@example.\u212Az", ""},
+		{"dotted capital I", "\u0130da@example.com", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,6 +95,7 @@ func FuzzNormalizeEmail(f *testing.F) {
 		"",
 		"@",
 		"\xff@\xfe.com",
+		"\u212Aate@example.com", // Kelvin sign: lower-cases to ASCII "k"
 	} {
 		f.Add(s)
 	}
@@ -108,6 +112,21 @@ func FuzzNormalizeEmail(f *testing.F) {
 		}
 		if got != strings.ToLower(got) {
 			t.Fatalf("NormalizeEmail(%q) = %q, not lower case", raw, got)
+		}
+		// Accepted means: what was sent, trimmed, with only ASCII letters
+		// lower-cased. No other character may turn into an ASCII one.
+		sent := strings.TrimSpace(raw)
+		if len(sent) != len(got) {
+			t.Fatalf("NormalizeEmail(%q) = %q: not the address sent", raw, got)
+		}
+		for i := range len(sent) {
+			c := sent[i]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != got[i] {
+				t.Fatalf("NormalizeEmail(%q) = %q: byte %d changed", raw, got, i)
+			}
 		}
 		if len(got) > 254 || strings.Count(got, "@") != 1 {
 			t.Fatalf("NormalizeEmail(%q) = %q: over 254 bytes or not one @", raw, got)

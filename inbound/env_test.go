@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -170,6 +171,8 @@ type delivery struct {
 	secret      string      // signs with this instead of the workspace's
 	path        string      // instead of /api/webhooks/{ws}/{ch}
 	slackTime   time.Time   // Slack timestamp; zero: now
+	relayTime   time.Time   // email relay: webhook-timestamp; zero: now
+	legacyRelay bool        // email relay: the deprecated X-Msgapi-Signature instead
 	signedURL   string      // Twilio: the URL to sign; "": the URL called
 	unsigned    bool
 }
@@ -236,7 +239,28 @@ func sign(req *http.Request, d delivery, secret, calledURL string) {
 	case inbound.ChannelTelegram:
 		req.Header.Set("X-Telegram-Bot-Api-Secret-Token", secret)
 	case inbound.ChannelEmail:
-		req.Header.Set("X-Msgapi-Signature", "sha256="+hexHMAC(secret, string(d.body)))
+		if d.legacyRelay {
+			req.Header.Set("X-Msgapi-Signature", "sha256="+hexHMAC(secret, string(d.body)))
+			return
+		}
+		// Standard Webhooks: a whsec_ secret's key is its decoded bytes, a
+		// legacy secret's its UTF-8 bytes ("raw:" forces the latter).
+		key := []byte(secret)
+		if b64, ok := strings.CutPrefix(secret, "whsec_"); ok {
+			key, _ = base64.StdEncoding.DecodeString(b64)
+		} else if raw, ok := strings.CutPrefix(secret, "raw:"); ok {
+			key = []byte(raw)
+		}
+		ts := d.relayTime
+		if ts.IsZero() {
+			ts = time.Now()
+		}
+		id, s := "relay-"+strconv.Itoa(rand.Int()), strconv.FormatInt(ts.Unix(), 10)
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(id + "." + s + "." + string(d.body)))
+		req.Header.Set("webhook-id", id)
+		req.Header.Set("webhook-timestamp", s)
+		req.Header.Set("webhook-signature", "v1,"+base64.StdEncoding.EncodeToString(m.Sum(nil)))
 	}
 }
 

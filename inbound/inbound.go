@@ -163,6 +163,9 @@ func NewRedis(rawURL string) (*redis.Client, error) {
 // which secrets are set.
 var errSignature = msgapi.Errorf(msgapi.CodeUnauthorized, "the webhook signature is missing or invalid")
 
+// errNoEndpoint answers a workspace id that cannot exist.
+var errNoEndpoint = msgapi.Errorf(msgapi.CodeNotFound, "no webhook endpoint here: the path is /api/webhooks/{workspaceId}/{channel} with a workspace id ws_…")
+
 // ack is the JSON answer to an accepted delivery, new or duplicate.
 type ack struct {
 	Success   bool   `json:"success"`
@@ -174,9 +177,15 @@ type ack struct {
 const twiml = `<?xml version="1.0" encoding="UTF-8"?><Response></Response>`
 
 func (h *Handler) receive(c echo.Context) error {
+	// Both path segments are checked before anything logs or looks them up:
+	// they are whatever the caller sent, of any length. Their shape is
+	// public, so a 404 for a malformed one tells a prober nothing.
 	wsID, ch := c.Param("workspaceId"), c.Param("channel")
+	if !msgapi.ValidID("ws", wsID) {
+		return errNoEndpoint
+	}
 	if !knownChannel(ch) {
-		return msgapi.Errorf(msgapi.CodeNotFound, "unknown webhook channel %q (slack, twilio, telegram, email)", ch)
+		return msgapi.Errorf(msgapi.CodeNotFound, "unknown webhook channel (slack, twilio, telegram, email)")
 	}
 	r := c.Request()
 	log := zerolog.Ctx(r.Context()).With().Str("workspaceId", wsID).Str("channel", ch).Logger()
@@ -197,6 +206,10 @@ func (h *Handler) receive(c echo.Context) error {
 	if reason != "" {
 		log.Warn().Str("event", events.InboundSignatureInvalid).Str("reason", reason).Msg("inbound webhook refused: bad signature")
 		return errSignature
+	}
+	if ch == ChannelEmail && !usesStandard(r.Header) {
+		log.Warn().Str("event", events.InboundSignatureDeprecated).Str("header", headerRelaySignature).
+			Msg("email relay signed with the deprecated X-Msgapi-Signature; sign with webhook-signature (Standard Webhooks)")
 	}
 
 	ev, err := parse(ch, r.Header.Get(echo.HeaderContentType), body)

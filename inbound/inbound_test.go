@@ -3,6 +3,7 @@ package inbound_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/msgapi/msgapi/events"
 	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/messages"
+	"github.com/msgapi/msgapi/stdwebhook"
 	"github.com/msgapi/msgapi/workspace"
 )
 
@@ -201,7 +203,8 @@ func TestRefusals(t *testing.T) {
 		code   string
 	}{
 		{"no secret for the channel", delivery{ch: inbound.ChannelTelegram, body: telegramUpdate(1, 2, "x"), path: "/api/webhooks/" + bare.ID + "/telegram"}, http.StatusUnauthorized, "unauthorized"},
-		{"unknown workspace", delivery{ch: inbound.ChannelTelegram, body: telegramUpdate(1, 2, "x"), path: "/api/webhooks/ws_nope/telegram"}, http.StatusUnauthorized, "unauthorized"},
+		{"unknown workspace", delivery{ch: inbound.ChannelTelegram, body: telegramUpdate(1, 2, "x"), path: "/api/webhooks/" + msgapi.NewID("ws") + "/telegram"}, http.StatusUnauthorized, "unauthorized"},
+		{"malformed workspace id", delivery{ch: inbound.ChannelTelegram, body: telegramUpdate(1, 2, "x"), path: "/api/webhooks/ws_nope/telegram"}, http.StatusNotFound, "not_found"},
 		{"unknown channel", delivery{ch: "fax", body: []byte(`{}`), path: e.path("fax")}, http.StatusNotFound, "not_found"},
 		{"secret of another channel", delivery{ch: inbound.ChannelEmail, body: relayEmail("<1@x>", "a@example.com"), secret: secrets[inbound.ChannelSlack]}, http.StatusUnauthorized, "unauthorized"},
 		{"slack without a key", delivery{ch: inbound.ChannelSlack, body: []byte(`{"type":"event_callback","team_id":"T1","event":{"type":"message","user":"U1","text":"x"}}`)}, http.StatusBadRequest, "invalid_request"},
@@ -503,4 +506,87 @@ func TestTwilioBehindProxy(t *testing.T) {
 	if r := e.deliver(delivery{ch: inbound.ChannelTwilio, body: body, signedURL: public, header: fwd}); r.status != http.StatusOK {
 		t.Errorf("signed for the public URL, forwarded headers set: %s, want 200", r)
 	}
+}
+
+// A client-sent workspace id of any length never reaches a logger or the
+// store: 60 KB ids once grew the Loki queue by hundreds of megabytes.
+func TestMalformedWorkspaceIDNeitherLoggedNorLookedUp(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	huge := "ws_" + strings.Repeat("w", 60_000)
+	for _, ch := range []string{inbound.ChannelEmail, inbound.ChannelTelegram, "fax"} {
+		before := e.st.RoundTrips.Total()
+		r := e.deliver(delivery{ch: ch, body: relayEmail("<1@x>", "a@example.com"), path: "/api/webhooks/" + huge + "/" + ch})
+		assertProblem(t, r, http.StatusNotFound, "not_found")
+		if got := e.st.RoundTrips.Total() - before; got != 0 {
+			t.Errorf("%s: %d store round trips, want 0", ch, got)
+		}
+	}
+	logs := e.logs.String()
+	if strings.Contains(logs, "wwwwwwww") {
+		t.Errorf("the id reached the log (%d bytes of log)", len(logs))
+	}
+	if n := len(e.events(events.HTTPRequest)); n != 3 {
+		t.Errorf("%d access-log lines, want 3 (the requests are still logged)", n)
+	}
+}
+
+// The email relay signs under Standard Webhooks; the old X-Msgapi-Signature
+// is still accepted for one release, and logged as deprecated.
+func TestRelaySignatureSchemes(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	n := 0
+	mail := func() []byte { n++; return relayEmail(fmt.Sprintf("<scheme-%d@x>", n), "a@example.com") }
+	tests := []struct {
+		name       string
+		d          delivery
+		ok         bool
+		deprecated bool
+		reason     string
+	}{
+		{"standard", delivery{ch: inbound.ChannelEmail, body: mail()}, true, false, ""},
+		{"standard, 4 minutes old", delivery{ch: inbound.ChannelEmail, body: mail(), relayTime: time.Now().Add(-4 * time.Minute)}, true, false, ""},
+		{"deprecated X-Msgapi-Signature", delivery{ch: inbound.ChannelEmail, body: mail(), legacyRelay: true}, true, true, ""},
+		{"standard, 6 minutes old", delivery{ch: inbound.ChannelEmail, body: mail(), relayTime: time.Now().Add(-6 * time.Minute)}, false, false, "timestamp"},
+		{"standard, 6 minutes ahead", delivery{ch: inbound.ChannelEmail, body: mail(), relayTime: time.Now().Add(6 * time.Minute)}, false, false, "timestamp"},
+		{"standard, wrong secret", delivery{ch: inbound.ChannelEmail, body: mail(), secret: "not-the-secret"}, false, false, "does not match"},
+		{"standard, webhook-id changed after signing", delivery{ch: inbound.ChannelEmail, body: mail(), header: http.Header{"Webhook-Id": {"other-id"}}}, false, false, "does not match"},
+		{"a standard header forbids falling back to the legacy one", delivery{ch: inbound.ChannelEmail, body: mail(), legacyRelay: true, header: http.Header{"Webhook-Signature": {"v1,AAAA"}}}, false, false, "missing"},
+		{"unsigned", delivery{ch: inbound.ChannelEmail, body: mail(), unsigned: true}, false, false, "missing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before, dep, inv := e.writes(), len(e.events(events.InboundSignatureDeprecated)), len(e.events(events.InboundSignatureInvalid))
+			r := e.deliver(tt.d)
+			if !tt.ok {
+				assertProblem(t, r, http.StatusUnauthorized, "unauthorized")
+				if got := e.writes() - before; got != 0 {
+					t.Errorf("wrote %d times, want 0", got)
+				}
+				evs := e.events(events.InboundSignatureInvalid)
+				if len(evs) != inv+1 || !strings.Contains(evs[len(evs)-1]["reason"].(string), tt.reason) {
+					t.Errorf("want one %s event with a reason containing %q, got %v", events.InboundSignatureInvalid, tt.reason, evs[inv:])
+				}
+			} else if r.status != http.StatusOK {
+				t.Fatalf("status = %s, want 200", r)
+			}
+			if got := len(e.events(events.InboundSignatureDeprecated)) - dep; got != map[bool]int{true: 1}[tt.deprecated] {
+				t.Errorf("%d %s events, want %d", got, events.InboundSignatureDeprecated, map[bool]int{true: 1}[tt.deprecated])
+			}
+		})
+	}
+}
+
+// A whsec_ secret: the HMAC key is its base64-decoded bytes.
+func TestRelayWhsecSecret(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	secret := stdwebhook.NewSecret()
+	if err := workspace.NewStore(e.st, 0).SetSecret(context.Background(), e.wsID, inbound.ChannelEmail, secret); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.deliver(delivery{ch: inbound.ChannelEmail, body: relayEmail("<whsec-1@x>", "a@example.com"), secret: secret}); r.status != http.StatusOK {
+		t.Errorf("signed with the decoded key: %s, want 200", r)
+	}
+	// Keyed with the string itself (a relay that forgot to decode it): refused.
+	r := e.deliver(delivery{ch: inbound.ChannelEmail, body: relayEmail("<whsec-2@x>", "a@example.com"), secret: "raw:" + secret})
+	assertProblem(t, r, http.StatusUnauthorized, "unauthorized")
 }

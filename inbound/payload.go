@@ -376,14 +376,15 @@ func platformAddress(vendor string, ids ...string) string {
 }
 
 // addressPart keeps an id that is already safe in a local part (Slack and
-// Telegram ids are), and hex-encodes anything else.
+// Telegram ids are), lower-cased, and hex-encodes anything else. The check
+// comes before lower-casing, which would turn some non-ASCII letters into
+// ASCII ones (the Kelvin sign into "k") and make two senders one lead.
 func addressPart(id string) string {
-	id = strings.ToLower(id)
 	for i := 0; i < len(id); i++ {
 		c := id[i]
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '-' {
 			return "h" + hex.EncodeToString([]byte(id))
 		}
 	}
-	return id
+	return strings.ToLower(id)
 }

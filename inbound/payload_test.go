@@ -111,8 +111,10 @@ func TestPlatformAddressIsALeadAddress(t *testing.T) {
 			t.Errorf("platformAddress(%q) = %q: NormalizeEmail = %q, %v", ids, a, got, err)
 		}
 	}
-	if platformAddress("slack", "T1", "U1") == platformAddress("slack", "T1", "U2") {
-		t.Error("two users share an address")
+	for _, pair := range [][2]string{{"U1", "U2"}, {"UK1", "U\u212A1"}} { // Kelvin sign lower-cases to "k"
+		if platformAddress("slack", "T1", pair[0]) == platformAddress("slack", "T1", pair[1]) {
+			t.Errorf("users %q and %q share an address", pair[0], pair[1])
+		}
 	}
 }
 

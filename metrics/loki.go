@@ -11,7 +11,7 @@ import (
 // lokiCollector reads the shipper's counters at scrape time, so the shipper
 // keeps plain atomics and knows nothing of Prometheus.
 type lokiCollector struct {
-	dropped, queued *prometheus.Desc
+	dropped, queued, queuedBytes, truncated *prometheus.Desc
 
 	mu    sync.Mutex
 	stats func() loki.Stats
@@ -26,6 +26,8 @@ func (c *lokiCollector) set(f func() loki.Stats) {
 func (c *lokiCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.dropped
 	ch <- c.queued
+	ch <- c.queuedBytes
+	ch <- c.truncated
 }
 
 func (c *lokiCollector) Collect(ch chan<- prometheus.Metric) {
@@ -40,4 +42,6 @@ func (c *lokiCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(n), reason)
 	}
 	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(s.Queued))
+	ch <- prometheus.MustNewConstMetric(c.queuedBytes, prometheus.GaugeValue, float64(s.QueuedBytes))
+	ch <- prometheus.MustNewConstMetric(c.truncated, prometheus.CounterValue, float64(s.Truncated))
 }

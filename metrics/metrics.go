@@ -1,8 +1,9 @@
 // Package metrics is msgapi's Prometheus surface, served at GET /metrics.
 //
 // It decides what is counted and how it is labelled. Labels are bounded by
-// construction: the route is echo's template (c.Path(), never the raw URL),
-// statuses, channels, modes, event names and store command names come from
+// construction: the method is one of a fixed set or "other", the route is
+// echo's template (c.Path(), never the raw URL; "unmatched" when no route
+// matched), statuses, channels, modes, event names and store command names come from
 // msgapi's own code. Everything lives on its own prometheus.Registry (no
 // globals), so two servers in one test process never collide.
 //
@@ -20,6 +21,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -43,6 +45,7 @@ type Metrics struct {
 	store       *prometheus.HistogramVec
 	loki        *lokiCollector
 	lost        prometheus.Counter
+	eventNames  *labelSet
 }
 
 // New registers msgapi's collectors, plus the Go runtime and process
@@ -84,12 +87,17 @@ func New() *Metrics {
 			Help:    "Store round trips (MongoDB commands) and their latency, by command name.",
 			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15), // 0.25 ms .. 4 s
 		}, []string{"command"}),
+		eventNames: &labelSet{max: maxEventNames, seen: map[string]bool{}},
 		loki: &lokiCollector{
 			dropped: prometheus.NewDesc("msgapi_loki_lines_dropped_total",
-				"Log lines that never reached Loki, by reason: queue_full (Loki slow or down), push_failed (the client gave up after retries), shutdown (the final flush ran out of time).",
+				"Log lines that never reached Loki, by reason: queue_full (Loki slow or down; the oldest queued lines make room), push_failed (the client gave up after retries), shutdown (the final flush ran out of time).",
 				[]string{"reason"}, nil),
 			queued: prometheus.NewDesc("msgapi_loki_lines_queued",
 				"Log lines waiting for Loki now.", nil, nil),
+			queuedBytes: prometheus.NewDesc("msgapi_loki_bytes_queued",
+				"Bytes of log lines waiting for Loki now (bounded by MSGAPI_LOKI_BUFFER_BYTES).", nil, nil),
+			truncated: prometheus.NewDesc("msgapi_loki_lines_truncated_total",
+				"Log lines shipped with a value or their tail cut to the length limits.", nil, nil),
 		},
 	}
 	m.reg.MustRegister(
@@ -126,7 +134,7 @@ func (m *Metrics) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if route == "" {
 			route = "unmatched" // no route: never the raw URL, which is unbounded
 		}
-		method := c.Request().Method
+		method := methodLabel(c.Request().Method)
 		m.requests.WithLabelValues(method, route, strconv.Itoa(c.Response().Status)).Inc()
 		m.latency.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
 		return nil
@@ -135,6 +143,17 @@ func (m *Metrics) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 
 // OutcomeLost counts one message the outcome sweeper marked unknown.
 func (m *Metrics) OutcomeLost() { m.lost.Inc() }
+// methodLabel maps a request method to one of a fixed set: any client can
+// send any token as a method, and a label taking it raw grows /metrics
+// without bound (1,000 made-up methods once made it 301 MB).
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+		http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return method
+	}
+	return "other"
+}
 
 // Sent counts one send outcome (api.SendMetrics).
 func (m *Metrics) Sent(channel, status string) { m.sends.WithLabelValues(channel, status).Inc() }
@@ -162,9 +181,12 @@ func (m *Metrics) WatchLoki(stats func() loki.Stats) {
 
 // Events returns a writer for the log stream (next to stdout in a
 // zerolog.MultiLevelWriter) that counts each line's event.
-func (m *Metrics) Events() io.Writer { return eventCounter{m.events} }
+func (m *Metrics) Events() io.Writer { return eventCounter{m.events, m.eventNames} }
 
-type eventCounter struct{ c *prometheus.CounterVec }
+type eventCounter struct {
+	c     *prometheus.CounterVec
+	names *labelSet
+}
 
 var eventKey = []byte(`"event":`)
 
@@ -176,7 +198,7 @@ func (w eventCounter) Write(p []byte) (int, error) {
 		Event string `json:"event"`
 	}
 	if json.Unmarshal(p, &f) == nil && f.Event != "" {
-		w.c.WithLabelValues(boundedName(f.Event)).Inc()
+		w.c.WithLabelValues(w.names.admit(boundedName(f.Event))).Inc()
 	}
 	return len(p), nil
 }
@@ -193,4 +215,29 @@ func boundedName(s string) string {
 		}
 	}
 	return s
+}
+
+// maxEventNames bounds msgapi_events_total's series. Event names come from
+// msgapi's own constants (a few dozen); the cap is a backstop should a line's
+// "event" field ever carry input.
+const maxEventNames = 256
+
+// labelSet admits at most max distinct values; later new ones become "other".
+type labelSet struct {
+	mu   sync.Mutex
+	max  int
+	seen map[string]bool
+}
+
+func (l *labelSet) admit(v string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen[v] {
+		return v
+	}
+	if len(l.seen) >= l.max {
+		return "other"
+	}
+	l.seen[v] = true
+	return v
 }

@@ -127,13 +127,17 @@ func TestLokiCounters(t *testing.T) {
 	if body := scrape(t, m); !strings.Contains(body, `msgapi_loki_lines_dropped_total{reason="queue_full"} 0`) {
 		t.Errorf("without Loki the dropped counters should read 0:\n%s", grep(body, "msgapi_loki"))
 	}
-	m.WatchLoki(func() loki.Stats { return loki.Stats{Queued: 7, QueueFull: 42, PushFailed: 3, Shutdown: 1} })
+	m.WatchLoki(func() loki.Stats {
+		return loki.Stats{Queued: 7, QueuedBytes: 7000, Truncated: 5, QueueFull: 42, PushFailed: 3, Shutdown: 1}
+	})
 	body := scrape(t, m)
 	for _, want := range []string{
 		`msgapi_loki_lines_dropped_total{reason="queue_full"} 42`,
 		`msgapi_loki_lines_dropped_total{reason="push_failed"} 3`,
 		`msgapi_loki_lines_dropped_total{reason="shutdown"} 1`,
 		`msgapi_loki_lines_queued 7`,
+		`msgapi_loki_bytes_queued 7000`,
+		`msgapi_loki_lines_truncated_total 5`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, grep(body, "msgapi_loki"))
@@ -169,4 +173,76 @@ func grep(s, substr string) string {
 		}
 	}
 	return b.String()
+}
+
+// Any token is a valid HTTP method and any path can be asked for: neither
+// may add series. 1,000 made-up methods on made-up paths once grew /metrics
+// to 301 MB.
+func TestLabelsBoundedUnderMadeUpRequests(t *testing.T) {
+	m := New()
+	e := newEcho(m)
+	serve(e, http.MethodGet, "/api/messages/msg_0")
+	before := len(scrape(t, m))
+	for i := range 1000 {
+		method := fmt.Sprintf("M%04d%s", i, strings.Repeat("X", 200))
+		for _, path := range []string{"/api/messages", "/api/messages/msg_" + fmt.Sprint(i), fmt.Sprintf("/nope/%d/%s", i, strings.Repeat("p", 200))} {
+			serve(e, method, path)
+		}
+	}
+	for _, method := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE", "get"} {
+		serve(e, method, "/api/messages/msg_1")
+	}
+
+	allowedMethod := map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "OPTIONS": true, "other": true}
+	allowedRoute := map[string]bool{"/api/messages": true, "/api/messages/:id": true, "/metrics": true, "unmatched": true}
+	series := 0
+	for _, l := range strings.Split(scrape(t, m), "\n") {
+		if !strings.HasPrefix(l, "msgapi_http_requests_total{") {
+			continue
+		}
+		series++
+		method := between(l, `method="`, `"`)
+		route := between(l, `route="`, `"`)
+		if !allowedMethod[method] || !allowedRoute[route] {
+			t.Errorf("series with an unbounded label: %s", l)
+		}
+	}
+	// Methods (8) × routes (4) × a handful of statuses is the ceiling.
+	if series == 0 || series > 40 {
+		t.Errorf("msgapi_http_requests_total has %d series, want 1..40", series)
+	}
+	if got := testutil.ToFloat64(m.requests.WithLabelValues("other", "/api/messages/:id", "405")) +
+		testutil.ToFloat64(m.requests.WithLabelValues("other", "/api/messages/:id", "404")); got < 1000 {
+		t.Errorf("made-up methods on /api/messages/:id counted %v times under method=other, want ≥ 1000", got)
+	}
+	if after := len(scrape(t, m)); after > before+64<<10 {
+		t.Errorf("/metrics grew from %d to %d bytes, want under 64 KiB of growth (raw methods: megabytes)", before, after)
+	}
+}
+
+// Should a line's "event" field ever carry input, the event label still
+// has at most maxEventNames values.
+func TestEventNamesCapped(t *testing.T) {
+	m := New()
+	log := zerolog.New(m.Events())
+	log.Info().Str("event", events.Sent).Msg("")
+	for i := range maxEventNames + 100 {
+		log.Info().Str("event", fmt.Sprintf("made.up_%d", i)).Msg("")
+	}
+	log.Info().Str("event", events.Sent).Msg("")
+	if n := testutil.CollectAndCount(m.events); n > maxEventNames+1 {
+		t.Errorf("msgapi_events_total has %d series, want at most %d", n, maxEventNames+1)
+	}
+	if got := testutil.ToFloat64(m.events.WithLabelValues(events.Sent)); got != 2 {
+		t.Errorf("%s counted %v, want 2 (names seen before the cap keep counting)", events.Sent, got)
+	}
+	if got := testutil.ToFloat64(m.events.WithLabelValues("other")); got < 100 {
+		t.Errorf("other = %v, want ≥ 100", got)
+	}
+}
+
+func between(s, start, end string) string {
+	_, rest, _ := strings.Cut(s, start)
+	v, _, _ := strings.Cut(rest, end)
+	return v
 }

@@ -8,28 +8,39 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/msgapi/msgapi/stdwebhook"
 )
 
 // WebhookOptions configure a Webhook.
 type WebhookOptions struct {
-	URL     string        // absolute http(s) URL of the relay
-	Secret  string        // key of the HMAC-SHA256 body signature
-	Timeout time.Duration // bound on one call; 0 means 10 s
-	Client  *http.Client  // optional; the default one does not follow redirects
+	URL string // absolute http(s) URL of the relay
+	// Secret signs every call: "whsec_" + base64 of the key (Standard
+	// Webhooks), or a legacy secret whose UTF-8 bytes are the key (see
+	// stdwebhook.ParseSecret).
+	Secret  string
+	Timeout time.Duration    // bound on one call; 0 means 10 s
+	Client  *http.Client     // optional; the default one does not follow redirects
+	Now     func() time.Time // the clock for webhook-timestamp (tests); default time.Now
 }
 
 // Webhook POSTs each message as signed JSON to a relay: an iMessage bridge,
-// or anything else that speaks HTTP. The relay authenticates the call with
-// X-Msgapi-Signature (see Sign) and de-duplicates it with Idempotency-Key,
-// which is the message id.
+// or anything else that speaks HTTP. The call is signed under Standard
+// Webhooks (webhook-id, webhook-timestamp, webhook-signature); webhook-id and
+// Idempotency-Key are both the message id, so the relay de-duplicates on
+// either. With a legacy secret it also carries the deprecated
+// X-Msgapi-Signature (see Sign), so relays can move over within a release.
 type Webhook struct {
 	url     string
-	secret  []byte
+	secret  stdwebhook.Secret
+	legacy  []byte // the legacy secret's key for X-Msgapi-Signature; nil for whsec_ secrets
 	timeout time.Duration
 	client  *http.Client
+	now     func() time.Time
 }
 
 // NewWebhook checks o and returns a Webhook.
@@ -37,8 +48,16 @@ func NewWebhook(o WebhookOptions) (*Webhook, error) {
 	if err := checkHTTPURL("WebhookOptions.URL", o.URL); err != nil {
 		return nil, err
 	}
-	if o.Secret == "" {
+	if strings.TrimSpace(o.Secret) == "" {
 		return nil, errors.New("sender: WebhookOptions.Secret is required")
+	}
+	secret, err := stdwebhook.ParseSecret(o.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("sender: WebhookOptions.Secret: %w", err)
+	}
+	var legacy []byte
+	if !strings.HasPrefix(strings.TrimSpace(o.Secret), stdwebhook.Prefix) {
+		legacy = []byte(strings.TrimSpace(o.Secret))
 	}
 	timeout, err := timeoutOrDefault("WebhookOptions.Timeout", o.Timeout)
 	if err != nil {
@@ -48,7 +67,11 @@ func NewWebhook(o WebhookOptions) (*Webhook, error) {
 	if client == nil {
 		client = newHTTPClient()
 	}
-	return &Webhook{url: o.URL, secret: []byte(o.Secret), timeout: timeout, client: client}, nil
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Webhook{url: o.URL, secret: secret, legacy: legacy, timeout: timeout, client: client, now: now}, nil
 }
 
 // Name returns "webhook".
@@ -57,6 +80,10 @@ func (*Webhook) Name() string { return "webhook" }
 // Sign returns the X-Msgapi-Signature value for body: "sha256=" and the hex
 // HMAC-SHA256 of the exact body bytes keyed with secret. A receiver recomputes
 // it and compares with hmac.Equal.
+//
+// Deprecated: the scheme has no timestamp, so a captured call can be
+// replayed. Relays verify webhook-signature (package stdwebhook) instead;
+// X-Msgapi-Signature is sent, with legacy secrets only, for one more release.
 func Sign(secret, body []byte) string {
 	mac := hmac.New(sha256.New, secret)
 	mac.Write(body)
@@ -109,7 +136,11 @@ func (w *Webhook) Send(ctx context.Context, m Message) Result {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", m.ID)
-	req.Header.Set("X-Msgapi-Signature", Sign(w.secret, body))
+	// A fresh timestamp on every attempt; the id stays the message's.
+	stdwebhook.SetHeaders(req.Header, w.secret, m.ID, w.now(), body)
+	if w.legacy != nil {
+		req.Header.Set("X-Msgapi-Signature", Sign(w.legacy, body))
+	}
 	req.Header.Set("User-Agent", userAgent)
 
 	status, reply, err := post(w.client, req)

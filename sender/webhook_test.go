@@ -9,10 +9,13 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/msgapi/msgapi/stdwebhook"
 )
 
 // relay is a webhook receiver that checks every request the way a real relay
@@ -37,15 +40,27 @@ func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		t.Errorf("read body: %v", err)
 	}
+	legacy := ""
+	if !strings.HasPrefix(rl.secret, stdwebhook.Prefix) {
+		legacy = Sign([]byte(rl.secret), body)
+	}
 	for h, want := range map[string]string{
 		"Content-Type":       "application/json",
 		"Idempotency-Key":    "msg-1",
+		"Webhook-Id":         "msg-1",
 		"User-Agent":         "msgapi",
-		"X-Msgapi-Signature": Sign([]byte(rl.secret), body),
+		"X-Msgapi-Signature": legacy,
 	} {
 		if got := r.Header.Get(h); got != want {
 			t.Errorf("header %s = %q, want %q", h, got, want)
 		}
+	}
+	// As a relay with any Standard Webhooks library would.
+	secret, err := stdwebhook.ParseSecret(rl.secret)
+	if err != nil {
+		t.Errorf("relay secret: %v", err)
+	} else if err := stdwebhook.Verify(secret, r.Header, body, time.Now(), stdwebhook.Tolerance); err != nil {
+		t.Errorf("webhook-signature does not verify: %v", err)
 	}
 	var p map[string]json.RawMessage
 	if err := json.Unmarshal(body, &p); err != nil {
@@ -212,5 +227,75 @@ func TestWebhookRejectsUnsendableID(t *testing.T) {
 	}
 	if n := rl.calls.Load(); n != 0 {
 		t.Errorf("relay saw %d requests, want 0", n)
+	}
+}
+
+// The Standard Webhooks headers, exactly: the message id as webhook-id on
+// every attempt, a fresh timestamp on each, the signature over
+// "id.timestamp.body" with the whsec_ key. A whsec_ secret sends no
+// deprecated X-Msgapi-Signature.
+func TestWebhookStandardSignature(t *testing.T) {
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	type seen struct {
+		header http.Header
+		body   []byte
+	}
+	var got []seen
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, seen{r.Header.Clone(), b})
+		w.WriteHeader(http.StatusServiceUnavailable) // the caller will try again
+	}))
+	defer srv.Close()
+	clock := time.Unix(1_700_000_000, 0)
+	w, err := NewWebhook(WebhookOptions{URL: srv.URL, Secret: secret, Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := testMessage()
+	w.Send(context.Background(), m)
+	clock = clock.Add(90 * time.Second)
+	w.Send(context.Background(), m)
+
+	if len(got) != 2 {
+		t.Fatalf("relay saw %d requests, want 2", len(got))
+	}
+	key, _ := stdwebhook.ParseSecret(secret)
+	for i, g := range got {
+		ts := time.Unix(1_700_000_000+90*int64(i), 0)
+		want := map[string]string{
+			"Webhook-Id":         m.ID,
+			"Webhook-Timestamp":  strconv.FormatInt(ts.Unix(), 10),
+			"Webhook-Signature":  stdwebhook.Sign(key, m.ID, ts, g.body),
+			"X-Msgapi-Signature": "",
+		}
+		for h, v := range want {
+			if g.header.Get(h) != v {
+				t.Errorf("attempt %d: %s = %q, want %q", i+1, h, g.header.Get(h), v)
+			}
+		}
+		if err := stdwebhook.Verify(key, g.header, g.body, ts.Add(time.Minute), stdwebhook.Tolerance); err != nil {
+			t.Errorf("attempt %d does not verify: %v", i+1, err)
+		}
+	}
+}
+
+func TestWebhookSecretForms(t *testing.T) {
+	for _, tc := range []struct {
+		secret  string
+		wantErr bool
+	}{
+		{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", false},
+		{stdwebhook.NewSecret(), false},
+		{"plain legacy secret", false},
+		{"", true},
+		{"   ", true},
+		{"whsec_not-base64!", true},
+		{"whsec_c2hvcnQ=", true}, // 5 bytes: too short a key
+	} {
+		_, err := NewWebhook(WebhookOptions{URL: "https://relay.example.com/hook", Secret: tc.secret})
+		if (err != nil) != tc.wantErr {
+			t.Errorf("NewWebhook(secret %q) error = %v, want error %v", tc.secret, err, tc.wantErr)
+		}
 	}
 }

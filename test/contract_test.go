@@ -24,6 +24,7 @@ import (
 	"github.com/msgapi/msgapi/idempotency"
 	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/openapi"
+	"github.com/msgapi/msgapi/stdwebhook"
 )
 
 // TestContract drives the real binary through every operation and every
@@ -102,6 +103,9 @@ func TestContract(t *testing.T) {
 		wantStatus(t, c.do(t, a, call{method: "PUT", path: secret, token: "wrong", body: `{"secret":"x"}`}), 401)
 		wantStatus(t, c.do(t, a, call{method: "PUT", path: secret, token: admin, body: tooLarge(), chunked: true}), 413)
 		wantStatus(t, c.do(t, a, call{method: "PUT", path: secret, token: admin, body: "x", contentType: "text/plain"}), 415)
+		relaySecret := "/admin/workspaces/" + ws + "/secrets/email"
+		wantStatus(t, c.do(t, a, call{method: "PUT", path: relaySecret, token: admin, body: `{"secret":"whsec_not base64"}`}), 400)
+		wantStatus(t, c.do(t, a, call{method: "PUT", path: relaySecret, token: admin, body: `{"secret":"` + stdwebhook.NewSecret() + `"}`}), 204)
 	})
 	if ws == "" {
 		t.Fatal("no workspace: the rest cannot run")

@@ -40,7 +40,7 @@ var settings = []setting{
 	{"MSGAPI_LOG_SENDER_DELAY", "log-sender-delay", "0s", "log provider: imitated provider latency", false},
 	{"MSGAPI_SEND_TIMEOUT", "send-timeout", "10s", "timeout of every provider call", false},
 	{"MSGAPI_WEBHOOK_URL", "webhook-url", "", "webhook provider: relay URL", false},
-	{"MSGAPI_WEBHOOK_SECRET", "webhook-secret", "", "webhook provider: HMAC-SHA256 signing secret", true},
+	{"MSGAPI_WEBHOOK_SECRET", "webhook-secret", "", "webhook provider: Standard Webhooks signing secret, whsec_… or a legacy string", true},
 	{"MSGAPI_TWILIO_ACCOUNT_SID", "twilio-account-sid", "", "twilio provider: account SID", false},
 	{"MSGAPI_TWILIO_AUTH_TOKEN", "twilio-auth-token", "", "twilio provider: auth token", true},
 	{"MSGAPI_TWILIO_FROM", "twilio-from", "", "twilio provider: sender number (E.164)", false},
@@ -60,7 +60,8 @@ var settings = []setting{
 	{"MSGAPI_LOG_LEVEL", "log-level", "info", "debug | info | warn | error", false},
 	{"MSGAPI_ENV", "env", "development", "environment label on every event (Loki label env)", false},
 	{"MSGAPI_LOKI_URL", "loki-url", "", "Loki push URL (e.g. http://loki:3100/loki/api/v1/push); empty: stdout only", false},
-	{"MSGAPI_LOKI_BUFFER", "loki-buffer", "10000", "Loki: lines buffered while Loki is slow; past it lines are dropped and counted", false},
+	{"MSGAPI_LOKI_BUFFER", "loki-buffer", "10000", "Loki: lines buffered while Loki is slow; past it the oldest lines are dropped and counted", false},
+	{"MSGAPI_LOKI_BUFFER_BYTES", "loki-buffer-bytes", "16MiB", "Loki: bytes of lines buffered while Loki is slow (KiB, MiB suffixes); past it the oldest lines are dropped and counted", false},
 	{"MSGAPI_PUBLIC_URL", "public-url", "", "inbound webhooks: the public origin vendors call (https://api.example.com), for Twilio's signature; empty: from the request and X-Forwarded-Proto/Host", false},
 	{"MSGAPI_REDIS_URL", "redis-url", "", "inbound webhooks: Redis fast path (redis://host:6379/0); empty: MongoDB alone", true},
 }
@@ -118,4 +119,20 @@ func (v values) int(k string, errs *[]string) int {
 		*errs = append(*errs, fmt.Sprintf("%s=%q is not a non-negative integer", k, v[k]))
 	}
 	return n
+}
+
+// bytes reads a size: a whole number of bytes, or with a KiB or MiB suffix.
+func (v values) bytes(k string, errs *[]string) int {
+	s, mul := v.str(k), 1
+	if n, ok := strings.CutSuffix(s, "KiB"); ok {
+		s, mul = n, 1<<10
+	} else if n, ok := strings.CutSuffix(s, "MiB"); ok {
+		s, mul = n, 1<<20
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 0 || n > (1<<40)/mul {
+		*errs = append(*errs, fmt.Sprintf("%s=%q is not a size (e.g. 16MiB, 512KiB, 1048576)", k, v[k]))
+		return 0
+	}
+	return n * mul
 }

@@ -95,3 +95,41 @@ func TestLeaseAndShutdownMustOutlastARequest(t *testing.T) {
 		}
 	}
 }
+
+func TestLokiBufferBytes(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    int
+		wantErr bool
+	}{
+		{"", 16 << 20, false}, // the default
+		{"1048576", 1 << 20, false},
+		{"512KiB", 512 << 10, false},
+		{"64MiB", 64 << 20, false},
+		{"64KiB", 64 << 10, false},
+		{"1KiB", 0, true}, // smaller than a few capped lines
+		{"16MB", 0, true},
+		{"-1", 0, true},
+		{"lots", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			v, _, err := loadValues("t", nil, func(k string) string {
+				return map[string]string{"MSGAPI_LOKI_BUFFER_BYTES": tt.in}[k]
+			}, &bytes.Buffer{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := parseConfig(v)
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "MSGAPI_LOKI_BUFFER_BYTES") {
+					t.Errorf("error = %v, want one naming MSGAPI_LOKI_BUFFER_BYTES", err)
+				}
+				return
+			}
+			if err != nil || c.lokiBufferBytes != tt.want {
+				t.Errorf("lokiBufferBytes = %d, %v; want %d", c.lokiBufferBytes, err, tt.want)
+			}
+		})
+	}
+}

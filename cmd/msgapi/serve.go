@@ -18,6 +18,7 @@ import (
 	"github.com/msgapi/msgapi/guard"
 	"github.com/msgapi/msgapi/idempotency"
 	"github.com/msgapi/msgapi/inbound"
+	"github.com/msgapi/msgapi/logcap"
 	"github.com/msgapi/msgapi/messages"
 	"github.com/msgapi/msgapi/metrics"
 	"github.com/msgapi/msgapi/outcome"
@@ -46,6 +47,7 @@ type config struct {
 	shutdownTimeout time.Duration
 	smtpPort        int
 	lokiBuffer      int
+	lokiBufferBytes int
 }
 
 func parseConfig(v values) (config, error) {
@@ -69,6 +71,10 @@ func parseConfig(v values) (config, error) {
 		shutdownTimeout: v.dur("MSGAPI_SHUTDOWN_TIMEOUT", &errs),
 		smtpPort:        v.int("MSGAPI_SMTP_PORT", &errs),
 		lokiBuffer:      v.int("MSGAPI_LOKI_BUFFER", &errs),
+		lokiBufferBytes: v.bytes("MSGAPI_LOKI_BUFFER_BYTES", &errs),
+	}
+	if c.lokiBufferBytes > 0 && c.lokiBufferBytes < 64<<10 {
+		errs = append(errs, "MSGAPI_LOKI_BUFFER_BYTES must be at least 64KiB (four of the longest lines)")
 	}
 	for _, k := range []string{"MSGAPI_DEDUP_WINDOW", "MSGAPI_DEDUP_LEASE", "MSGAPI_IDEMPOTENCY_TTL", "MSGAPI_IDEMPOTENCY_LEASE", "MSGAPI_SEND_TIMEOUT", "MSGAPI_REAPER_INTERVAL", "MSGAPI_STORE_OP_TIMEOUT", "MSGAPI_SWEEP_INTERVAL"} {
 		if d, err := time.ParseDuration(v.str(k)); err == nil && d == 0 {
@@ -214,7 +220,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	met := metrics.New()
 	sinks := []io.Writer{stdout, met.Events()}
 	if u := v.str("MSGAPI_LOKI_URL"); u != "" {
-		lk, err := loki.New(loki.Options{URL: u, App: "msgapi", Env: v.str("MSGAPI_ENV"), Buffer: c.lokiBuffer, Log: base})
+		lk, err := loki.New(loki.Options{URL: u, App: "msgapi", Env: v.str("MSGAPI_ENV"), Buffer: c.lokiBuffer, BufferBytes: c.lokiBufferBytes, Log: base})
 		if err != nil {
 			return fmt.Errorf("MSGAPI_LOKI_URL: %w", err)
 		}
@@ -226,9 +232,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		met.WatchLoki(lk.Stats)
 		sinks = append(sinks, lk)
 	}
-	log := newLogger(zerolog.MultiLevelWriter(sinks...), v.str("MSGAPI_LOG_LEVEL")).With().Str("env", v.str("MSGAPI_ENV")).Logger()
+	// Every sink gets lines capped in length (a field can carry client input).
+	log := newLogger(logcap.Writer(zerolog.MultiLevelWriter(sinks...)), v.str("MSGAPI_LOG_LEVEL")).With().Str("env", v.str("MSGAPI_ENV")).Logger()
 	if v.str("MSGAPI_LOKI_URL") != "" {
-		log.Info().Int("buffer", c.lokiBuffer).Msg("shipping events to Loki (MSGAPI_LOKI_URL)")
+		log.Info().Int("buffer", c.lokiBuffer).Int("bufferBytes", c.lokiBufferBytes).Msg("shipping events to Loki (MSGAPI_LOKI_URL)")
 	}
 
 	senders, err := buildSenders(c, log)

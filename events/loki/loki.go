@@ -2,8 +2,10 @@
 // Loki. It decides that logging never waits for Loki. loki-client-go's
 // Handle blocks its caller for as long as Loki is unreachable (unbuffered
 // entry channel, retries for minutes) and so does Stop, so the client sits
-// behind our own bounded queue, drained by one goroutine: a full queue drops
-// the line and counts it, and the final flush on shutdown has a time bound.
+// behind our own queue, bounded in lines and in bytes and drained by one
+// goroutine: a full queue drops its oldest lines (the newest say most about
+// the outage) and counts them, each line is capped in length first
+// (package logcap), and the final flush on shutdown has a time bound.
 // Replacing the client by a plain HTTP push changes this file only. It is a
 // package of its own so that importing the event names (package events)
 // does not pull in the client's dependencies.
@@ -26,6 +28,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
 	"github.com/rs/zerolog"
+
+	"github.com/msgapi/msgapi/logcap"
 )
 
 // Options configure New.
@@ -34,9 +38,11 @@ type Options struct {
 	URL string
 	// App and Env are the constant labels app and env (omitted when empty).
 	App, Env string
-	// Buffer is how many lines may wait while Loki is slow or down; past it
-	// lines are dropped and counted. Default 10000.
-	Buffer int
+	// Buffer is how many lines may wait while Loki is slow or down, and
+	// BufferBytes how many bytes of lines; past either the oldest lines are
+	// dropped and counted. Defaults 10000 and 16 MiB.
+	Buffer      int
+	BufferBytes int
 	// FlushTimeout bounds Close. Default 5 s.
 	FlushTimeout time.Duration
 	// BatchWait is the longest a line waits in the client's batch. Default 1 s.
@@ -48,11 +54,13 @@ type Options struct {
 
 // Stats are the shipper's counters since start.
 type Stats struct {
-	Queued     int    // lines waiting in the queue now
-	Handed     uint64 // lines handed to the client for batching and sending
-	QueueFull  uint64 // dropped: the queue was full (Loki slow or down)
-	Shutdown   uint64 // dropped: still queued when the final flush ran out of time, or written after Close
-	PushFailed uint64 // dropped by the client after its retries
+	Queued      int    // lines waiting in the queue now
+	QueuedBytes int    // their bytes
+	Handed      uint64 // lines handed to the client for batching and sending
+	Truncated   uint64 // lines cut to logcap's limits before queueing
+	QueueFull   uint64 // dropped: the oldest lines, to make room (Loki slow or down)
+	Shutdown    uint64 // dropped: still queued when the final flush ran out of time, or written after Close
+	PushFailed  uint64 // dropped by the client after its retries
 }
 
 // Shipper is an io.Writer for zerolog (zerolog.MultiLevelWriter(stdout, loki)):
@@ -63,13 +71,14 @@ type Shipper struct {
 	client lokiClient
 	failed func() uint64 // the client's own count of lines it gave up on
 
-	mu     sync.RWMutex // Write holds it shared; Close exclusively, to flip closed
+	mu     sync.Mutex // guards closed and the queue
 	closed bool
-	queue  chan lokiLine
+	queue  lineQueue
+	wake   chan struct{} // a line was queued (capacity 1: one wake-up pending is enough)
 	quit   chan struct{} // closed by Close: hand over what is queued, then stop
 	done   chan struct{} // closed when the drainer has handed everything over
 
-	handed, queueFull, shutdown atomic.Uint64
+	handed, truncated, queueFull, shutdown atomic.Uint64
 }
 
 type lokiLine struct {
@@ -110,9 +119,18 @@ func New(o Options) (*Shipper, error) {
 	return newShipper(o, c, func() uint64 { return clientDropped(u.Host) }), nil
 }
 
+// Default queue bounds.
+const (
+	DefaultBuffer      = 10000
+	DefaultBufferBytes = 16 << 20
+)
+
 func newShipper(o Options, c lokiClient, failed func() uint64) *Shipper {
 	if o.Buffer <= 0 {
-		o.Buffer = 10000
+		o.Buffer = DefaultBuffer
+	}
+	if o.BufferBytes <= 0 {
+		o.BufferBytes = DefaultBufferBytes
 	}
 	if o.FlushTimeout <= 0 {
 		o.FlushTimeout = 5 * time.Second
@@ -121,7 +139,8 @@ func newShipper(o Options, c lokiClient, failed func() uint64) *Shipper {
 		opts:   o,
 		client: c,
 		failed: failed,
-		queue:  make(chan lokiLine, o.Buffer),
+		queue:  lineQueue{maxLines: o.Buffer, maxBytes: o.BufferBytes},
+		wake:   make(chan struct{}, 1),
 		quit:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
@@ -129,40 +148,56 @@ func newShipper(o Options, c lokiClient, failed func() uint64) *Shipper {
 	return l
 }
 
-// Write queues one line. It copies p (zerolog reuses its buffer).
+// Write queues one line, capped by logcap. It copies p (zerolog reuses its
+// buffer). When the queue is over either bound it drops its oldest lines.
 func (l *Shipper) Write(p []byte) (int, error) {
-	level, event := lineLabels(p)
-	e := lokiLine{t: time.Now(), level: level, event: event, line: string(bytes.TrimRight(p, "\r\n"))}
-	l.mu.RLock()
-	defer l.mu.RUnlock()
+	q, cut := logcap.Line(bytes.TrimRight(p, "\r\n"), logcap.MaxField, logcap.MaxLine)
+	if cut {
+		l.truncated.Add(1)
+	}
+	level, event := lineLabels(q) // capped first: a long line is read once, not parsed whole
+	e := lokiLine{t: time.Now(), level: level, event: event, line: string(q)}
+	l.mu.Lock()
 	if l.closed {
+		l.mu.Unlock()
 		l.shutdown.Add(1)
 		return len(p), nil
 	}
+	dropped := l.queue.push(e)
+	l.mu.Unlock()
+	l.queueFull.Add(uint64(dropped))
 	select {
-	case l.queue <- e:
+	case l.wake <- struct{}{}:
 	default:
-		l.queueFull.Add(1)
 	}
 	return len(p), nil
 }
 
+// next takes the oldest queued line.
+func (l *Shipper) next() (lokiLine, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.queue.pop()
+}
+
 // drain is the one goroutine that talks to the client. Handle may block it
-// for a long time; meanwhile Write fills the queue and then drops.
+// for a long time; meanwhile Write fills the queue and then drops the oldest.
 func (l *Shipper) drain() {
 	defer close(l.done)
 	for {
-		select {
-		case e := <-l.queue:
+		if e, ok := l.next(); ok {
 			l.push(e)
+			continue
+		}
+		select {
+		case <-l.wake:
 		case <-l.quit:
 			for {
-				select {
-				case e := <-l.queue:
-					l.push(e)
-				default:
+				e, ok := l.next()
+				if !ok {
 					return
 				}
+				l.push(e)
 			}
 		}
 	}
@@ -212,27 +247,84 @@ func (l *Shipper) Close() error {
 	}
 	// The drainer is stuck in Handle or the client in its retries; both
 	// goroutines end with the process.
-	var lost uint64
-	for len(l.queue) > 0 {
-		select {
-		case <-l.queue:
-			lost++
-		default: // the drainer took it
-		}
-	}
+	l.mu.Lock()
+	lost := uint64(l.queue.clear())
+	l.mu.Unlock()
 	l.shutdown.Add(lost)
 	return fmt.Errorf("loki: final flush did not finish within %s; %d queued lines dropped", l.opts.FlushTimeout, lost)
 }
 
 // Stats reads the counters.
 func (l *Shipper) Stats() Stats {
+	l.mu.Lock()
+	queued, queuedBytes := l.queue.len(), l.queue.bytes
+	l.mu.Unlock()
 	return Stats{
-		Queued:     len(l.queue),
-		Handed:     l.handed.Load(),
-		QueueFull:  l.queueFull.Load(),
-		Shutdown:   l.shutdown.Load(),
-		PushFailed: l.failed(),
+		Queued:      queued,
+		QueuedBytes: queuedBytes,
+		Handed:      l.handed.Load(),
+		Truncated:   l.truncated.Load(),
+		QueueFull:   l.queueFull.Load(),
+		Shutdown:    l.shutdown.Load(),
+		PushFailed:  l.failed(),
 	}
+}
+
+// lineQueue is a FIFO bounded in lines and in bytes (the lines' text, which
+// is what grows). Pushing past either bound drops from the front.
+type lineQueue struct {
+	maxLines, maxBytes int
+	lines              []lokiLine // ring buffer, allocated as it fills
+	head, n, bytes     int
+}
+
+// push appends e and returns how many of the oldest lines it dropped to
+// stay within bounds. A line is at most logcap.MaxLine bytes plus its
+// marker, well under any sensible maxBytes; one larger still replaces
+// everything queued.
+func (q *lineQueue) push(e lokiLine) (dropped int) {
+	for q.n > 0 && (q.n >= q.maxLines || q.bytes+len(e.line) > q.maxBytes) {
+		q.pop()
+		dropped++
+	}
+	if q.n == len(q.lines) {
+		q.grow()
+	}
+	q.lines[(q.head+q.n)%len(q.lines)] = e
+	q.n++
+	q.bytes += len(e.line)
+	return dropped
+}
+
+func (q *lineQueue) pop() (lokiLine, bool) {
+	if q.n == 0 {
+		return lokiLine{}, false
+	}
+	e := q.lines[q.head]
+	q.lines[q.head] = lokiLine{} // let the text be collected
+	q.head = (q.head + 1) % len(q.lines)
+	q.n--
+	q.bytes -= len(e.line)
+	return e, true
+}
+
+func (q *lineQueue) grow() {
+	size := max(16, 2*len(q.lines))
+	size = min(size, q.maxLines)
+	lines := make([]lokiLine, size)
+	for i := range q.n {
+		lines[i] = q.lines[(q.head+i)%len(q.lines)]
+	}
+	q.lines, q.head = lines, 0
+}
+
+func (q *lineQueue) len() int { return q.n }
+
+// clear empties the queue and returns how many lines it held.
+func (q *lineQueue) clear() int {
+	n := q.n
+	q.lines, q.head, q.n, q.bytes = nil, 0, 0, 0
+	return n
 }
 
 // lineLabels takes level and event from one zerolog JSON line. Values that

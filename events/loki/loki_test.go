@@ -1,12 +1,14 @@
 package loki
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/grafana/loki/pkg/push"
 	"github.com/msgapi/msgapi/events"
+	"github.com/msgapi/msgapi/logcap"
 	"github.com/prometheus/common/model"
 	"github.com/rs/zerolog"
 )
@@ -147,6 +150,11 @@ func TestLokiWriteNeverBlocksWhenClientIsStuck(t *testing.T) {
 	})
 	got := l.Stats()
 	want := Stats{Queued: buffer, QueueFull: writers*perWriter - buffer}
+	// Each line is 49 to 51 bytes (i has 1 to 3 digits).
+	if got.QueuedBytes < buffer*49 || got.QueuedBytes > buffer*51 {
+		t.Errorf("queued bytes = %d, want %d lines' worth (%d..%d)", got.QueuedBytes, buffer, buffer*49, buffer*51)
+	}
+	got.QueuedBytes = 0
 	if got != want {
 		t.Errorf("stats while stuck = %+v, want %+v", got, want)
 	}
@@ -345,5 +353,97 @@ func TestNewLokiRejectsBadURL(t *testing.T) {
 		if _, err := New(Options{URL: u}); err == nil {
 			t.Errorf("New(%q) = nil error", u)
 		}
+	}
+}
+
+// Loki hanging and a flood of lines carrying a 60 KB client-sent value (the
+// attack once took the process from 85 MB to 700 MB): every line is capped,
+// the queue never holds more than BufferBytes, and what is kept is the
+// newest lines, in order. Bytes are counted, not timed: what the client
+// receives afterwards adds up to what the queue said it held.
+func TestLokiQueueBoundedByBytesKeepsNewest(t *testing.T) {
+	const maxBytes, flood = 64 << 10, 1000
+	f := newFake(t, true)
+	l := newShipper(Options{Buffer: 1_000_000, BufferBytes: maxBytes}, f, noFailures)
+	fmt.Fprintln(l, `{"level":"info","message":"first"}`)
+	<-f.entered // the drainer holds "first" and is stuck
+
+	huge := strings.Repeat("w", 60_000)
+	maxQueued := 0
+	for i := range flood {
+		fmt.Fprintf(l, `{"level":"warn","event":"inbound.signature_invalid","workspaceId":"%s","i":%d}`+"\n", huge, i)
+		s := l.Stats()
+		maxQueued = max(maxQueued, s.QueuedBytes)
+		if s.QueuedBytes > maxBytes {
+			t.Fatalf("after %d lines %d bytes are queued, over the %d-byte bound", i+1, s.QueuedBytes, maxBytes)
+		}
+	}
+	s := l.Stats()
+	if s.Truncated != flood {
+		t.Errorf("truncated %d lines, want all %d", s.Truncated, flood)
+	}
+	if s.Queued == 0 || s.Queued > maxBytes/logcap.MaxField || s.QueueFull != uint64(flood-s.Queued) {
+		t.Errorf("stats = %+v: want a few dozen lines queued and the rest (%d) dropped", s, flood-s.Queued)
+	}
+	if maxQueued < maxBytes-logcap.MaxLine {
+		t.Errorf("the queue peaked at %d bytes; want it used up to its %d-byte bound", maxQueued, maxBytes)
+	}
+
+	f.unblock()
+	within(t, 10*time.Second, "Close", func() {
+		if err := l.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	got := f.entries()
+	if len(got) != 1+s.Queued {
+		t.Fatalf("client got %d lines, want 1 + %d queued", len(got), s.Queued)
+	}
+	sum := 0
+	for k, e := range got[1:] {
+		sum += len(e.Line)
+		var v struct {
+			WorkspaceID string `json:"workspaceId"`
+			I           int    `json:"i"`
+		}
+		if err := json.Unmarshal([]byte(e.Line), &v); err != nil {
+			t.Fatalf("line %d is not JSON after capping: %v", k, err)
+		}
+		if want := flood - s.Queued + k; v.I != want {
+			t.Errorf("line %d has i=%d, want %d: the newest lines, oldest first", k, v.I, want)
+		}
+		if len(v.WorkspaceID) > logcap.MaxField+len(logcap.Marker)+20 || !strings.Contains(v.WorkspaceID, logcap.Marker) {
+			t.Errorf("workspaceId kept %d bytes, want it cut to %d with the marker", len(v.WorkspaceID), logcap.MaxField)
+		}
+	}
+	if sum != s.QueuedBytes {
+		t.Errorf("client received %d bytes of queued lines, the queue counted %d", sum, s.QueuedBytes)
+	}
+}
+
+// Bounded by lines, too: the newest lines are the ones kept.
+func TestLokiQueueFullDropsOldest(t *testing.T) {
+	const buffer = 5
+	f := newFake(t, true)
+	l := newShipper(Options{Buffer: buffer}, f, noFailures)
+	fmt.Fprintln(l, `{"i":-1}`)
+	<-f.entered
+	for i := range 12 {
+		fmt.Fprintf(l, `{"i":%d}`+"\n", i)
+	}
+	f.unblock()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range f.entries() {
+		got = append(got, e.Line)
+	}
+	want := []string{`{"i":-1}`, `{"i":7}`, `{"i":8}`, `{"i":9}`, `{"i":10}`, `{"i":11}`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("lines (-want +got):\n%s", diff)
+	}
+	if s := l.Stats(); s.QueueFull != 7 {
+		t.Errorf("queue_full = %d, want 7", s.QueueFull)
 	}
 }

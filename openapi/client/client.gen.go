@@ -1115,7 +1115,11 @@ type ClientInterface interface {
 	//
 	// Stores the workspace's signing secret for one inbound webhook channel:
 	// the Slack signing secret, the Twilio auth token, the Telegram
-	// `secret_token`, or the email relay's HMAC key. It is never returned.
+	// `secret_token`, or the email relay's signing secret. It is never returned.
+	// The email relay's secret is `whsec_` + standard base64 of 24–64 random
+	// bytes (Standard Webhooks; the HMAC key is the decoded bytes) or, from
+	// before, any other string (its UTF-8 bytes are the key); a `whsec_`
+	// secret that does not decode is 400.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1126,7 +1130,11 @@ type ClientInterface interface {
 	//
 	// Stores the workspace's signing secret for one inbound webhook channel:
 	// the Slack signing secret, the Twilio auth token, the Telegram
-	// `secret_token`, or the email relay's HMAC key. It is never returned.
+	// `secret_token`, or the email relay's signing secret. It is never returned.
+	// The email relay's secret is `whsec_` + standard base64 of 24–64 random
+	// bytes (Standard Webhooks; the HMAC key is the decoded bytes) or, from
+	// before, any other string (its UTF-8 bytes are the key); a `whsec_`
+	// secret that does not decode is 400.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1185,8 +1193,15 @@ type ClientInterface interface {
 	// with the workspace's channel secret (see `setWebhookSecret`), not by
 	// an API key: Slack `X-Slack-Signature` and `X-Slack-Request-Timestamp`,
 	// Twilio `X-Twilio-Signature`, Telegram
-	// `X-Telegram-Bot-Api-Secret-Token`, and an HMAC header for the email
-	// relay. Each vendor event is recorded once, keyed on the vendor's own
+	// `X-Telegram-Bot-Api-Secret-Token`, and for the email relay Standard
+	// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
+	// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
+	// several space-separated during a secret rotation). The email relay's
+	// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
+	// deprecated: accepted only when no `webhook-*` header is present, for
+	// one more release. A workspace id that is not shaped like one
+	// (`ws_` + 26 base32 characters) is 404 before anything else is looked
+	// at. Each vendor event is recorded once, keyed on the vendor's own
 	// id; a redelivery answers 200 at once with `duplicate: true` and
 	// writes nothing. The body is the vendor's own format. Twilio gets an
 	// empty TwiML document (`text/xml`); a Slack `url_verification` gets
@@ -1204,8 +1219,15 @@ type ClientInterface interface {
 	// with the workspace's channel secret (see `setWebhookSecret`), not by
 	// an API key: Slack `X-Slack-Signature` and `X-Slack-Request-Timestamp`,
 	// Twilio `X-Twilio-Signature`, Telegram
-	// `X-Telegram-Bot-Api-Secret-Token`, and an HMAC header for the email
-	// relay. Each vendor event is recorded once, keyed on the vendor's own
+	// `X-Telegram-Bot-Api-Secret-Token`, and for the email relay Standard
+	// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
+	// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
+	// several space-separated during a secret rotation). The email relay's
+	// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
+	// deprecated: accepted only when no `webhook-*` header is present, for
+	// one more release. A workspace id that is not shaped like one
+	// (`ws_` + 26 base32 characters) is 404 before anything else is looked
+	// at. Each vendor event is recorded once, keyed on the vendor's own
 	// id; a redelivery answers 200 at once with `duplicate: true` and
 	// writes nothing. The body is the vendor's own format. Twilio gets an
 	// empty TwiML document (`text/xml`); a Slack `url_verification` gets
@@ -1223,8 +1245,15 @@ type ClientInterface interface {
 	// with the workspace's channel secret (see `setWebhookSecret`), not by
 	// an API key: Slack `X-Slack-Signature` and `X-Slack-Request-Timestamp`,
 	// Twilio `X-Twilio-Signature`, Telegram
-	// `X-Telegram-Bot-Api-Secret-Token`, and an HMAC header for the email
-	// relay. Each vendor event is recorded once, keyed on the vendor's own
+	// `X-Telegram-Bot-Api-Secret-Token`, and for the email relay Standard
+	// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
+	// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
+	// several space-separated during a secret rotation). The email relay's
+	// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
+	// deprecated: accepted only when no `webhook-*` header is present, for
+	// one more release. A workspace id that is not shaped like one
+	// (`ws_` + 26 base32 characters) is 404 before anything else is looked
+	// at. Each vendor event is recorded once, keyed on the vendor's own
 	// id; a redelivery answers 200 at once with `duplicate: true` and
 	// writes nothing. The body is the vendor's own format. Twilio gets an
 	// empty TwiML document (`text/xml`); a Slack `url_verification` gets
@@ -1242,8 +1271,15 @@ type ClientInterface interface {
 	// with the workspace's channel secret (see `setWebhookSecret`), not by
 	// an API key: Slack `X-Slack-Signature` and `X-Slack-Request-Timestamp`,
 	// Twilio `X-Twilio-Signature`, Telegram
-	// `X-Telegram-Bot-Api-Secret-Token`, and an HMAC header for the email
-	// relay. Each vendor event is recorded once, keyed on the vendor's own
+	// `X-Telegram-Bot-Api-Secret-Token`, and for the email relay Standard
+	// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
+	// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
+	// several space-separated during a secret rotation). The email relay's
+	// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
+	// deprecated: accepted only when no `webhook-*` header is present, for
+	// one more release. A workspace id that is not shaped like one
+	// (`ws_` + 26 base32 characters) is 404 before anything else is looked
+	// at. Each vendor event is recorded once, keyed on the vendor's own
 	// id; a redelivery answers 200 at once with `duplicate: true` and
 	// writes nothing. The body is the vendor's own format. Twilio gets an
 	// empty TwiML document (`text/xml`); a Slack `url_verification` gets
@@ -1351,7 +1387,11 @@ func (c *Client) CreateApiKey(ctx context.Context, id WorkspaceId, reqEditors ..
 //
 // Stores the workspace's signing secret for one inbound webhook channel:
 // the Slack signing secret, the Twilio auth token, the Telegram
-// `secret_token`, or the email relay's HMAC key. It is never returned.
+// `secret_token`, or the email relay's signing secret. It is never returned.
+// The email relay's secret is `whsec_` + standard base64 of 24–64 random
+// bytes (Standard Webhooks; the HMAC key is the decoded bytes) or, from
+// before, any other string (its UTF-8 bytes are the key); a `whsec_`
+// secret that does not decode is 400.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1372,7 +1412,11 @@ func (c *Client) SetWebhookSecretWithBody(ctx context.Context, id WorkspaceId, c
 //
 // Stores the workspace's signing secret for one inbound webhook channel:
 // the Slack signing secret, the Twilio auth token, the Telegram
-// `secret_token`, or the email relay's HMAC key. It is never returned.
+// `secret_token`, or the email relay's signing secret. It is never returned.
+// The email relay's secret is `whsec_` + standard base64 of 24–64 random
+// bytes (Standard Webhooks; the HMAC key is the decoded bytes) or, from
+// before, any other string (its UTF-8 bytes are the key); a `whsec_`
+// secret that does not decode is 400.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1481,8 +1525,15 @@ func (c *Client) GetMessage(ctx context.Context, id string, reqEditors ...Reques
 // with the workspace's channel secret (see `setWebhookSecret`), not by
 // an API key: Slack `X-Slack-Signature` and `X-Slack-Request-Timestamp`,
 // Twilio `X-Twilio-Signature`, Telegram
-// `X-Telegram-Bot-Api-Secret-Token`, and an HMAC header for the email
-// relay. Each vendor event is recorded once, keyed on the vendor's own
+// `X-Telegram-Bot-Api-Secret-Token`, and for the email relay Standard
+// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
+// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
+// several space-separated during a secret rotation). The email relay's
+// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
+// deprecated: accepted only when no `webhook-*` header is present, for
+// one more release. A workspace id that is not shaped like one
+// (`ws_` + 26 base32 characters) is 404 before anything else is looked
+// at. Each vendor event is recorded once, keyed on the vendor's own
 // id; a redelivery answers 200 at once with `duplicate: true` and
 // writes nothing. The body is the vendor's own format. Twilio gets an
 // empty TwiML document (`text/xml`); a Slack `url_verification` gets
@@ -1510,8 +1561,15 @@ func (c *Client) ReceiveWebhookWithBody(ctx context.Context, workspaceId string,
 // with the workspace's channel secret (see `setWebhookSecret`), not by
 // an API key: Slack `X-Slack-Signature` and `X-Slack-Request-Timestamp`,
 // Twilio `X-Twilio-Signature`, Telegram
-// `X-Telegram-Bot-Api-Secret-Token`, and an HMAC header for the email
-// relay. Each vendor event is recorded once, keyed on the vendor's own
+// `X-Telegram-Bot-Api-Secret-Token`, and for the email relay Standard
+// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
+// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
+// several space-separated during a secret rotation). The email relay's
+// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
+// deprecated: accepted only when no `webhook-*` header is present, for
+// one more release. A workspace id that is not shaped like one
+// (`ws_` + 26 base32 characters) is 404 before anything else is looked
+// at. Each vendor event is recorded once, keyed on the vendor's own
 // id; a redelivery answers 200 at once with `duplicate: true` and
 // writes nothing. The body is the vendor's own format. Twilio gets an
 // empty TwiML document (`text/xml`); a Slack `url_verification` gets
@@ -1539,8 +1597,15 @@ func (c *Client) ReceiveWebhook(ctx context.Context, workspaceId string, channel
 // with the workspace's channel secret (see `setWebhookSecret`), not by
 // an API key: Slack `X-Slack-Signature` and `X-Slack-Request-Timestamp`,
 // Twilio `X-Twilio-Signature`, Telegram
-// `X-Telegram-Bot-Api-Secret-Token`, and an HMAC header for the email
-// relay. Each vendor event is recorded once, keyed on the vendor's own
+// `X-Telegram-Bot-Api-Secret-Token`, and for the email relay Standard
+// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
+// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
+// several space-separated during a secret rotation). The email relay's
+// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
+// deprecated: accepted only when no `webhook-*` header is present, for
+// one more release. A workspace id that is not shaped like one
+// (`ws_` + 26 base32 characters) is 404 before anything else is looked
+// at. Each vendor event is recorded once, keyed on the vendor's own
 // id; a redelivery answers 200 at once with `duplicate: true` and
 // writes nothing. The body is the vendor's own format. Twilio gets an
 // empty TwiML document (`text/xml`); a Slack `url_verification` gets
@@ -1568,8 +1633,15 @@ func (c *Client) ReceiveWebhookWithFormdataBody(ctx context.Context, workspaceId
 // with the workspace's channel secret (see `setWebhookSecret`), not by
 // an API key: Slack `X-Slack-Signature` and `X-Slack-Request-Timestamp`,
 // Twilio `X-Twilio-Signature`, Telegram
-// `X-Telegram-Bot-Api-Secret-Token`, and an HMAC header for the email
-// relay. Each vendor event is recorded once, keyed on the vendor's own
+// `X-Telegram-Bot-Api-Secret-Token`, and for the email relay Standard
+// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
+// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
+// several space-separated during a secret rotation). The email relay's
+// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
+// deprecated: accepted only when no `webhook-*` header is present, for
+// one more release. A workspace id that is not shaped like one
+// (`ws_` + 26 base32 characters) is 404 before anything else is looked
+// at. Each vendor event is recorded once, keyed on the vendor's own
 // id; a redelivery answers 200 at once with `duplicate: true` and
 // writes nothing. The body is the vendor's own format. Twilio gets an
 // empty TwiML document (`text/xml`); a Slack `url_verification` gets
@@ -2214,7 +2286,11 @@ type ClientWithResponsesInterface interface {
 	//
 	// Stores the workspace's signing secret for one inbound webhook channel:
 	// the Slack signing secret, the Twilio auth token, the Telegram
-	// `secret_token`, or the email relay's HMAC key. It is never returned.
+	// `secret_token`, or the email relay's signing secret. It is never returned.
+	// The email relay's secret is `whsec_` + standard base64 of 24–64 random
+	// bytes (Standard Webhooks; the HMAC key is the decoded bytes) or, from
+	// before, any other string (its UTF-8 bytes are the key); a `whsec_`
+	// secret that does not decode is 400.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2225,7 +2301,11 @@ type ClientWithResponsesInterface interface {
 	//
 	// Stores the workspace's signing secret for one inbound webhook channel:
 	// the Slack signing secret, the Twilio auth token, the Telegram
-	// `secret_token`, or the email relay's HMAC key. It is never returned.
+	// `secret_token`, or the email relay's signing secret. It is never returned.
+	// The email relay's secret is `whsec_` + standard base64 of 24–64 random
+	// bytes (Standard Webhooks; the HMAC key is the decoded bytes) or, from
+	// before, any other string (its UTF-8 bytes are the key); a `whsec_`
+	// secret that does not decode is 400.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2288,8 +2368,15 @@ type ClientWithResponsesInterface interface {
 	// with the workspace's channel secret (see `setWebhookSecret`), not by
 	// an API key: Slack `X-Slack-Signature` and `X-Slack-Request-Timestamp`,
 	// Twilio `X-Twilio-Signature`, Telegram
-	// `X-Telegram-Bot-Api-Secret-Token`, and an HMAC header for the email
-	// relay. Each vendor event is recorded once, keyed on the vendor's own
+	// `X-Telegram-Bot-Api-Secret-Token`, and for the email relay Standard
+	// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
+	// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
+	// several space-separated during a secret rotation). The email relay's
+	// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
+	// deprecated: accepted only when no `webhook-*` header is present, for
+	// one more release. A workspace id that is not shaped like one
+	// (`ws_` + 26 base32 characters) is 404 before anything else is looked
+	// at. Each vendor event is recorded once, keyed on the vendor's own
 	// id; a redelivery answers 200 at once with `duplicate: true` and
 	// writes nothing. The body is the vendor's own format. Twilio gets an
 	// empty TwiML document (`text/xml`); a Slack `url_verification` gets
@@ -2307,8 +2394,15 @@ type ClientWithResponsesInterface interface {
 	// with the workspace's channel secret (see `setWebhookSecret`), not by
 	// an API key: Slack `X-Slack-Signature` and `X-Slack-Request-Timestamp`,
 	// Twilio `X-Twilio-Signature`, Telegram
-	// `X-Telegram-Bot-Api-Secret-Token`, and an HMAC header for the email
-	// relay. Each vendor event is recorded once, keyed on the vendor's own
+	// `X-Telegram-Bot-Api-Secret-Token`, and for the email relay Standard
+	// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
+	// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
+	// several space-separated during a secret rotation). The email relay's
+	// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
+	// deprecated: accepted only when no `webhook-*` header is present, for
+	// one more release. A workspace id that is not shaped like one
+	// (`ws_` + 26 base32 characters) is 404 before anything else is looked
+	// at. Each vendor event is recorded once, keyed on the vendor's own
 	// id; a redelivery answers 200 at once with `duplicate: true` and
 	// writes nothing. The body is the vendor's own format. Twilio gets an
 	// empty TwiML document (`text/xml`); a Slack `url_verification` gets
@@ -2326,8 +2420,15 @@ type ClientWithResponsesInterface interface {
 	// with the workspace's channel secret (see `setWebhookSecret`), not by
 	// an API key: Slack `X-Slack-Signature` and `X-Slack-Request-Timestamp`,
 	// Twilio `X-Twilio-Signature`, Telegram
-	// `X-Telegram-Bot-Api-Secret-Token`, and an HMAC header for the email
-	// relay. Each vendor event is recorded once, keyed on the vendor's own
+	// `X-Telegram-Bot-Api-Secret-Token`, and for the email relay Standard
+	// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
+	// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
+	// several space-separated during a secret rotation). The email relay's
+	// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
+	// deprecated: accepted only when no `webhook-*` header is present, for
+	// one more release. A workspace id that is not shaped like one
+	// (`ws_` + 26 base32 characters) is 404 before anything else is looked
+	// at. Each vendor event is recorded once, keyed on the vendor's own
 	// id; a redelivery answers 200 at once with `duplicate: true` and
 	// writes nothing. The body is the vendor's own format. Twilio gets an
 	// empty TwiML document (`text/xml`); a Slack `url_verification` gets
@@ -2345,8 +2446,15 @@ type ClientWithResponsesInterface interface {
 	// with the workspace's channel secret (see `setWebhookSecret`), not by
 	// an API key: Slack `X-Slack-Signature` and `X-Slack-Request-Timestamp`,
 	// Twilio `X-Twilio-Signature`, Telegram
-	// `X-Telegram-Bot-Api-Secret-Token`, and an HMAC header for the email
-	// relay. Each vendor event is recorded once, keyed on the vendor's own
+	// `X-Telegram-Bot-Api-Secret-Token`, and for the email relay Standard
+	// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
+	// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
+	// several space-separated during a secret rotation). The email relay's
+	// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
+	// deprecated: accepted only when no `webhook-*` header is present, for
+	// one more release. A workspace id that is not shaped like one
+	// (`ws_` + 26 base32 characters) is 404 before anything else is looked
+	// at. Each vendor event is recorded once, keyed on the vendor's own
 	// id; a redelivery answers 200 at once with `duplicate: true` and
 	// writes nothing. The body is the vendor's own format. Twilio gets an
 	// empty TwiML document (`text/xml`); a Slack `url_verification` gets
@@ -3628,7 +3736,11 @@ func (c *ClientWithResponses) CreateApiKeyWithResponse(ctx context.Context, id W
 //
 // Stores the workspace's signing secret for one inbound webhook channel:
 // the Slack signing secret, the Twilio auth token, the Telegram
-// `secret_token`, or the email relay's HMAC key. It is never returned.
+// `secret_token`, or the email relay's signing secret. It is never returned.
+// The email relay's secret is `whsec_` + standard base64 of 24–64 random
+// bytes (Standard Webhooks; the HMAC key is the decoded bytes) or, from
+// before, any other string (its UTF-8 bytes are the key); a `whsec_`
+// secret that does not decode is 400.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3645,7 +3757,11 @@ func (c *ClientWithResponses) SetWebhookSecretWithBodyWithResponse(ctx context.C
 //
 // Stores the workspace's signing secret for one inbound webhook channel:
 // the Slack signing secret, the Twilio auth token, the Telegram
-// `secret_token`, or the email relay's HMAC key. It is never returned.
+// `secret_token`, or the email relay's signing secret. It is never returned.
+// The email relay's secret is `whsec_` + standard base64 of 24–64 random
+// bytes (Standard Webhooks; the HMAC key is the decoded bytes) or, from
+// before, any other string (its UTF-8 bytes are the key); a `whsec_`
+// secret that does not decode is 400.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3738,8 +3854,15 @@ func (c *ClientWithResponses) GetMessageWithResponse(ctx context.Context, id str
 // with the workspace's channel secret (see `setWebhookSecret`), not by
 // an API key: Slack `X-Slack-Signature` and `X-Slack-Request-Timestamp`,
 // Twilio `X-Twilio-Signature`, Telegram
-// `X-Telegram-Bot-Api-Secret-Token`, and an HMAC header for the email
-// relay. Each vendor event is recorded once, keyed on the vendor's own
+// `X-Telegram-Bot-Api-Secret-Token`, and for the email relay Standard
+// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
+// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
+// several space-separated during a secret rotation). The email relay's
+// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
+// deprecated: accepted only when no `webhook-*` header is present, for
+// one more release. A workspace id that is not shaped like one
+// (`ws_` + 26 base32 characters) is 404 before anything else is looked
+// at. Each vendor event is recorded once, keyed on the vendor's own
 // id; a redelivery answers 200 at once with `duplicate: true` and
 // writes nothing. The body is the vendor's own format. Twilio gets an
 // empty TwiML document (`text/xml`); a Slack `url_verification` gets
@@ -3763,8 +3886,15 @@ func (c *ClientWithResponses) ReceiveWebhookWithBodyWithResponse(ctx context.Con
 // with the workspace's channel secret (see `setWebhookSecret`), not by
 // an API key: Slack `X-Slack-Signature` and `X-Slack-Request-Timestamp`,
 // Twilio `X-Twilio-Signature`, Telegram
-// `X-Telegram-Bot-Api-Secret-Token`, and an HMAC header for the email
-// relay. Each vendor event is recorded once, keyed on the vendor's own
+// `X-Telegram-Bot-Api-Secret-Token`, and for the email relay Standard
+// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
+// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
+// several space-separated during a secret rotation). The email relay's
+// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
+// deprecated: accepted only when no `webhook-*` header is present, for
+// one more release. A workspace id that is not shaped like one
+// (`ws_` + 26 base32 characters) is 404 before anything else is looked
+// at. Each vendor event is recorded once, keyed on the vendor's own
 // id; a redelivery answers 200 at once with `duplicate: true` and
 // writes nothing. The body is the vendor's own format. Twilio gets an
 // empty TwiML document (`text/xml`); a Slack `url_verification` gets
@@ -3788,8 +3918,15 @@ func (c *ClientWithResponses) ReceiveWebhookWithResponse(ctx context.Context, wo
 // with the workspace's channel secret (see `setWebhookSecret`), not by
 // an API key: Slack `X-Slack-Signature` and `X-Slack-Request-Timestamp`,
 // Twilio `X-Twilio-Signature`, Telegram
-// `X-Telegram-Bot-Api-Secret-Token`, and an HMAC header for the email
-// relay. Each vendor event is recorded once, keyed on the vendor's own
+// `X-Telegram-Bot-Api-Secret-Token`, and for the email relay Standard
+// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
+// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
+// several space-separated during a secret rotation). The email relay's
+// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
+// deprecated: accepted only when no `webhook-*` header is present, for
+// one more release. A workspace id that is not shaped like one
+// (`ws_` + 26 base32 characters) is 404 before anything else is looked
+// at. Each vendor event is recorded once, keyed on the vendor's own
 // id; a redelivery answers 200 at once with `duplicate: true` and
 // writes nothing. The body is the vendor's own format. Twilio gets an
 // empty TwiML document (`text/xml`); a Slack `url_verification` gets
@@ -3813,8 +3950,15 @@ func (c *ClientWithResponses) ReceiveWebhookWithFormdataBodyWithResponse(ctx con
 // with the workspace's channel secret (see `setWebhookSecret`), not by
 // an API key: Slack `X-Slack-Signature` and `X-Slack-Request-Timestamp`,
 // Twilio `X-Twilio-Signature`, Telegram
-// `X-Telegram-Bot-Api-Secret-Token`, and an HMAC header for the email
-// relay. Each vendor event is recorded once, keyed on the vendor's own
+// `X-Telegram-Bot-Api-Secret-Token`, and for the email relay Standard
+// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
+// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
+// several space-separated during a secret rotation). The email relay's
+// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
+// deprecated: accepted only when no `webhook-*` header is present, for
+// one more release. A workspace id that is not shaped like one
+// (`ws_` + 26 base32 characters) is 404 before anything else is looked
+// at. Each vendor event is recorded once, keyed on the vendor's own
 // id; a redelivery answers 200 at once with `duplicate: true` and
 // writes nothing. The body is the vendor's own format. Twilio gets an
 // empty TwiML document (`text/xml`); a Slack `url_verification` gets
