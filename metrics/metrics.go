@@ -143,6 +143,7 @@ func (m *Metrics) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 
 // OutcomeLost counts one message the outcome sweeper marked unknown.
 func (m *Metrics) OutcomeLost() { m.lost.Inc() }
+
 // methodLabel maps a request method to one of a fixed set: any client can
 // send any token as a method, and a label taking it raw grows /metrics
 // without bound (1,000 made-up methods once made it 301 MB).
