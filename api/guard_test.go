@@ -69,7 +69,9 @@ func checkStorm(t *testing.T, answers []apitest.Response) {
 }
 
 func TestDuplicateStormOneSend(t *testing.T) {
-	e := apitest.New(t, apitest.Options{})
+	// A long wait: on a loaded machine the original can take seconds, and a
+	// duplicate that stops waiting gets the pending answer, not the message.
+	e := apitest.New(t, apitest.Options{DedupWait: 20 * time.Second})
 	e.Sender.Delay = 50 * time.Millisecond
 	answers := storm(t, []*apitest.Env{e}, e.Key, `{"channel":"sms","recipientPhone":"+15550100000","body":"Your appointment is at 3pm"}`, 50)
 	checkStorm(t, answers)
@@ -100,9 +102,9 @@ func TestDuplicateStormOneSend(t *testing.T) {
 // Two servers with their own guards and store clients, one database: the
 // storm split across them still sends once.
 func TestDuplicateStormTwoServers(t *testing.T) {
-	a := apitest.New(t, apitest.Options{})
+	a := apitest.New(t, apitest.Options{DedupWait: 20 * time.Second})
 	a.Sender.Delay = 50 * time.Millisecond
-	b := apitest.New(t, apitest.Options{Store: apitest.SecondStore(t, a.Store), Sender: a.Sender})
+	b := apitest.New(t, apitest.Options{Store: apitest.SecondStore(t, a.Store), Sender: a.Sender, DedupWait: 20 * time.Second})
 	answers := storm(t, []*apitest.Env{a, b}, a.Key, `{"channel":"sms","recipientPhone":"+15550100000","body":"Split storm"}`, 40)
 	checkStorm(t, answers)
 	if n := a.Sender.Count(); n != 1 {
