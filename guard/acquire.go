@@ -56,6 +56,15 @@ func (g *Guard) acquire(ctx context.Context, workspaceID, lockID, messageID stri
 	case ctx.Err() != nil:
 		return Decision{}, fmt.Errorf("acquire lock %s: %w", lockID, ctx.Err())
 	}
+	// The insert failed, or timed out and may have landed after all: a
+	// slow store under load, not a broken one, answers the lock read. Then
+	// the lock decides as usual (ours if the insert landed; contended if
+	// another request's did). Only a store that cannot answer either sends
+	// unguarded — else a timed-out insert that never landed would let the
+	// next identical request win the lock and send a second time.
+	if _, oerr := g.observe(ctx, lockID); oerr == nil {
+		return g.contend(ctx, workspaceID, lockID, messageID)
+	}
 	if g.o.RefuseOnStoreError {
 		g.event(ctx, zerolog.ErrorLevel, events.DuplicateGuardError, workspaceID, lockID).
 			Err(err).Str("messageId", messageID).Bool("refused", true).

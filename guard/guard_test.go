@@ -5,10 +5,12 @@ import (
 	"errors"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/event"
 
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/events"
@@ -554,5 +556,35 @@ func TestSuccessiveClaimantsSendOnce(t *testing.T) {
 	}
 	if sib, found, _ := e.msgs.sibling(context.Background(), "msg_c1"); !found || !sib.Tombstone {
 		t.Errorf("msg_c1 = %+v (found %v), want a tombstone", sib, found)
+	}
+}
+
+// A lock insert that times out on a slow (not broken) store is decided by
+// the lock as usual, not sent unguarded: a timed-out insert that never
+// landed would otherwise let the next identical request win and send too.
+func TestSlowLockInsertIsNotUnguarded(t *testing.T) {
+	e := newEnv(t)
+	uri, dir := storetest.URI(t)
+	slow, err := store.Open(context.Background(), store.Options{URI: uri, SQLiteDir: dir, Database: e.s.DB.Name(), OpTimeout: 200 * time.Millisecond, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = slow.Client.Disconnect(context.Background()) })
+	var once sync.Once
+	slow.RoundTrips.Before(func(_ context.Context, ev *event.CommandStartedEvent) {
+		if ev.CommandName == "insert" {
+			once.Do(func() { time.Sleep(300 * time.Millisecond) }) // past the op timeout
+		}
+	})
+	g := e.guard(Options{Store: slow})
+	d, err := g.Acquire(e.ctx, key, "msg_1")
+	if err != nil || d.Outcome != Won {
+		t.Fatalf("Acquire after a timed-out lock insert = %v, %v; want won through the lock, not unguarded", d.Outcome, err)
+	}
+	if l, ok := e.lock(d.LockID); !ok || l.MessageID != "msg_1" {
+		t.Errorf("lock %+v (found %v), want it held by msg_1", l, ok)
+	}
+	if ev := e.events(events.DuplicateGuardError); len(ev) != 0 {
+		t.Errorf("guard error events %v, want none", ev)
 	}
 }
