@@ -140,6 +140,7 @@ func openStore(ctx context.Context, c config, log zerolog.Logger) (*store.Store,
 		Database:       c.v.str("MSGAPI_DATABASE"),
 		DataDir:        c.v.str("MSGAPI_DATA_DIR"),
 		EmbeddedAddr:   c.v.str("MSGAPI_EMBEDDED_ADDR"),
+		EmbeddedSocket: c.v.str("MSGAPI_EMBEDDED_SOCKET"),
 		ConnectTimeout: c.storeTimeout,
 		OpTimeout:      c.storeOpTimeout,
 		Log:            log,
@@ -250,9 +251,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		_ = st.Close(context.Background())
 		log.Info().Msg("store closed")
 	}()
-	if st.Embedded() {
-		log.Info().Str("uri", st.URI).Str("dataDir", v.str("MSGAPI_DATA_DIR")).
-			Msg("embedded store running (FerretDB, SQLite); another msgapi process or mongosh can connect to this URI")
+	if e := st.Engine(); e != nil {
+		log.Info().Str("socket", e.Socket()).Str("dataDir", e.Dir()).
+			Msg("embedded store running (FerretDB, SQLite) on a Unix socket only its user can open; another msgapi process or mongosh of that user attaches through the socket (README: Stores)")
+		if e.TCP() != "" {
+			log.Warn().Str("tcp", e.TCP()).Msg("embedded store also listens on loopback TCP (MSGAPI_EMBEDDED_ADDR): it has no authentication, so every process on this host can read and change all data")
+		}
 	} else {
 		log.Info().Str("uri", st.URI).Bool("replicaSet", st.ReplicaSet).Msg("connected to MongoDB")
 	}
