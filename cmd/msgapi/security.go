@@ -13,6 +13,7 @@ import (
 
 	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/secrets"
+	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/workspace"
 )
 
@@ -40,6 +41,11 @@ func securitySettings(v values, c *config, errs *[]string) {
 		*errs = append(*errs, "MSGAPI_TRUSTED_PROXIES: "+err.Error())
 	}
 	c.proxies = proxies
+	if a := v.str("MSGAPI_EMBEDDED_ADDR"); a != "" {
+		if err := store.LoopbackTCP(a); err != nil {
+			*errs = append(*errs, err.Error())
+		}
+	}
 }
 
 // checkProviderURL refuses an http:// provider URL, which would carry

@@ -132,9 +132,11 @@ func TestPlainHTTPProviderURLs(t *testing.T) {
 
 func TestSecuritySettingsRefused(t *testing.T) {
 	for name, env := range map[string]map[string]string{
-		"short secret key":      {"MSGAPI_SECRET_KEY": "c2hvcnQ="},
-		"previous without key":  {"MSGAPI_SECRET_KEY_PREVIOUS": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="},
-		"proxy that is no CIDR": {"MSGAPI_TRUSTED_PROXIES": "10.0.0.0/8, lb.internal"},
+		"short secret key":          {"MSGAPI_SECRET_KEY": "c2hvcnQ="},
+		"previous without key":      {"MSGAPI_SECRET_KEY_PREVIOUS": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="},
+		"proxy that is no CIDR":     {"MSGAPI_TRUSTED_PROXIES": "10.0.0.0/8, lb.internal"},
+		"engine on every interface": {"MSGAPI_EMBEDDED_ADDR": "0.0.0.0:27018"},
+		"engine on a LAN address":   {"MSGAPI_EMBEDDED_ADDR": "192.168.1.10:27018"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := configFrom(t, env); err == nil {
