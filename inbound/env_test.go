@@ -82,6 +82,8 @@ type envOpts struct {
 	// proxies whose X-Forwarded-* headers are believed (the test client is
 	// on loopback).
 	proxies []netip.Prefix
+	// noKey runs the server without the key the secrets were sealed with.
+	noKey bool
 	// crash, when set, runs after the message is written and before
 	// completion is recorded.
 	crash func() error
@@ -96,6 +98,9 @@ func newEnv(t testing.TB, o envOpts) *env {
 	// Every test server seals its secrets, as a production one with
 	// MSGAPI_SECRET_KEY does: the signature checks read them decrypted.
 	wss := workspace.NewStore(st, 0).WithKeyring(sealingKey)
+	if o.noKey {
+		wss = workspace.NewStore(st, 0)
+	}
 	logs := &syncBuffer{}
 	h := inbound.New(inbound.Options{Store: st, Workspaces: wss, Messages: messages.NewStore(st), Redis: o.redis, Now: o.now, TrustedProxies: o.proxies})
 	if o.crash != nil {

@@ -608,3 +608,21 @@ func TestForwardedHeadersFromUntrustedPeerIgnored(t *testing.T) {
 		t.Errorf("signed for the URL actually called, spoofed headers set: %s, want 200", r)
 	}
 }
+
+// A server without the key the secrets were sealed with never checks a
+// signature against a wrong secret: the delivery fails as a server error
+// whose log names the missing key, and nothing is written.
+func TestSealedSecretWithoutKey(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	keyless := newEnv(t, envOpts{st: e.st, wsID: e.wsID, noKey: true})
+	assertProblem(t, keyless.deliver(delivery{ch: inbound.ChannelTwilio, body: twilioSMS("SMnokey", "+14155550104", "hi")}), http.StatusInternalServerError, "internal_error")
+	if got := e.count("messages"); got != 0 {
+		t.Errorf("messages = %d, want 0", got)
+	}
+	if logs := keyless.logs.String(); !strings.Contains(logs, "MSGAPI_SECRET_KEY") || strings.Contains(logs, secrets[inbound.ChannelTwilio]) {
+		t.Errorf("log does not name the missing key, or shows the secret:\n%s", logs)
+	}
+	if r := e.deliver(delivery{ch: inbound.ChannelTwilio, body: twilioSMS("SMnokey", "+14155550104", "hi")}); r.status != http.StatusOK {
+		t.Errorf("the server with the key: %s, want 200", r)
+	}
+}
