@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/events"
 	"github.com/msgapi/msgapi/stdwebhook"
 )
 
@@ -76,5 +77,6 @@ func (s *Server) setSecret(c echo.Context) error {
 	if err := s.opts.Workspaces.SetSecret(c.Request().Context(), c.Param("id"), ch, in.Secret); err != nil {
 		return err
 	}
+	logger(c).Info().Str("event", events.AdminSecretChanged).Str("workspaceId", c.Param("id")).Str("channel", ch).Msg("workspace webhook secret changed")
 	return c.NoContent(http.StatusNoContent)
 }

@@ -39,6 +39,13 @@ const (
 	Panic = "http.panic"
 )
 
+// Audit events of the admin API. They name what changed, never a secret.
+const (
+	// AdminSecretChanged: a workspace's webhook secret for a channel was
+	// set or replaced (PUT /admin/workspaces/{id}/secrets/{channel}).
+	AdminSecretChanged = "admin.secret_changed"
+)
+
 // Modes of DuplicateBlocked.
 const (
 	ModeLockResolved       = "lock_resolved"

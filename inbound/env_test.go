@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os/exec"
 	"strconv"
@@ -29,6 +30,7 @@ import (
 	"github.com/msgapi/msgapi/api"
 	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/messages"
+	keyring "github.com/msgapi/msgapi/secrets"
 	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/store/storetest"
 	"github.com/msgapi/msgapi/workspace"
@@ -43,6 +45,15 @@ var secrets = map[string]string{
 	inbound.ChannelTelegram: "telegram-secret-token",
 	inbound.ChannelEmail:    "email-relay-secret",
 }
+
+// sealingKey encrypts the channel secrets of every test workspace.
+var sealingKey = func() *keyring.Keyring {
+	k, err := keyring.NewKeyring(base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32)), nil)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
 
 var allCollections = func() []store.Collection {
 	var c []store.Collection
@@ -68,6 +79,11 @@ type envOpts struct {
 	wsID  string       // with st: the workspace already created
 	redis *redis.Client
 	now   func() time.Time
+	// proxies whose X-Forwarded-* headers are believed (the test client is
+	// on loopback).
+	proxies []netip.Prefix
+	// noKey runs the server without the key the secrets were sealed with.
+	noKey bool
 	// crash, when set, runs after the message is written and before
 	// completion is recorded.
 	crash func() error
@@ -79,9 +95,14 @@ func newEnv(t testing.TB, o envOpts) *env {
 	if st == nil {
 		st = storetest.New(t, allCollections...)
 	}
-	wss := workspace.NewStore(st, 0)
+	// Every test server seals its secrets, as a production one with
+	// MSGAPI_SECRET_KEY does: the signature checks read them decrypted.
+	wss := workspace.NewStore(st, 0).WithKeyring(sealingKey)
+	if o.noKey {
+		wss = workspace.NewStore(st, 0)
+	}
 	logs := &syncBuffer{}
-	h := inbound.New(inbound.Options{Store: st, Workspaces: wss, Messages: messages.NewStore(st), Redis: o.redis, Now: o.now})
+	h := inbound.New(inbound.Options{Store: st, Workspaces: wss, Messages: messages.NewStore(st), Redis: o.redis, Now: o.now, TrustedProxies: o.proxies})
 	if o.crash != nil {
 		inbound.SetAfterMessage(h, o.crash)
 	}

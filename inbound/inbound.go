@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -92,10 +93,14 @@ type Options struct {
 	// Redis enables the fast path; nil leaves MongoDB alone (still correct).
 	Redis *redis.Client
 	// PublicBaseURL ("https://api.example.com") is the origin Twilio calls,
-	// for its signature. Empty: derived from the request, honouring
-	// X-Forwarded-Proto and X-Forwarded-Host. Set it behind a proxy that
-	// rewrites the host or scheme without those headers.
+	// for its signature; when set it always wins. Empty: derived from the
+	// request, honouring X-Forwarded-Proto and X-Forwarded-Host only from a
+	// peer in TrustedProxies.
 	PublicBaseURL string
+	// TrustedProxies are the networks whose X-Forwarded-Proto/Host are
+	// believed. Anyone else's are ignored: a client must not choose the URL
+	// its signature is checked against.
+	TrustedProxies []netip.Prefix
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
 }
@@ -107,6 +112,7 @@ type Handler struct {
 	msgs         *messages.Store
 	redis        *redis.Client
 	publicBase   string
+	proxies      []netip.Prefix
 	now          func() time.Time
 
 	// afterMessage, when set (tests), runs after the inbound message is
@@ -127,6 +133,7 @@ func New(opts Options) *Handler {
 		msgs:       opts.Messages,
 		redis:      opts.Redis,
 		publicBase: strings.TrimRight(opts.PublicBaseURL, "/"),
+		proxies:    opts.TrustedProxies,
 		now:        now,
 	}
 }
@@ -251,7 +258,8 @@ func (h *Handler) secret(ctx context.Context, wsID, ch string) (string, bool, er
 	if err != nil {
 		return "", false, err
 	}
-	return ws.Secrets[ch], true, nil
+	secret, err := h.workspaces.Secret(ws, ch)
+	return secret, true, err
 }
 
 // readBody reads at most MaxBody bytes; more is 413.
@@ -273,7 +281,7 @@ func readBody(c echo.Context) ([]byte, error) {
 
 // requestURL is the URL the vendor called: PublicBaseURL when set, else the
 // scheme and host the client saw (X-Forwarded-Proto / X-Forwarded-Host from
-// a proxy, else the connection's), plus the request URI exactly as sent.
+// a trusted proxy, else the connection's), plus the request URI as sent.
 func (h *Handler) requestURL(r *http.Request) string {
 	uri := r.RequestURI
 	if uri == "" {
@@ -282,18 +290,62 @@ func (h *Handler) requestURL(r *http.Request) string {
 	if h.publicBase != "" {
 		return h.publicBase + uri
 	}
-	scheme := firstValue(r.Header.Get("X-Forwarded-Proto"))
+	var scheme, host string
+	if h.trustedPeer(r) {
+		scheme = firstValue(r.Header.Get("X-Forwarded-Proto"))
+		host = firstValue(r.Header.Get("X-Forwarded-Host"))
+	}
 	if scheme == "" {
 		scheme = "http"
 		if r.TLS != nil {
 			scheme = "https"
 		}
 	}
-	host := firstValue(r.Header.Get("X-Forwarded-Host"))
 	if host == "" {
 		host = r.Host
 	}
 	return (&url.URL{Scheme: strings.ToLower(scheme), Host: host}).String() + uri
+}
+
+// trustedPeer reports whether the connection comes from a trusted proxy.
+func (h *Handler) trustedPeer(r *http.Request) bool {
+	if len(h.proxies) == 0 {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := ap.Addr().Unmap()
+	for _, p := range h.proxies {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseProxies reads a comma-separated list of CIDRs or single addresses
+// (MSGAPI_TRUSTED_PROXIES).
+func ParseProxies(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither a CIDR (10.0.0.0/8) nor an IP address", f)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
 }
 
 // firstValue is the first of a comma-separated proxy header: the one the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -494,10 +495,10 @@ func TestExpiredRecordIsAbsent(t *testing.T) {
 	}
 }
 
-// Twilio signs the public URL it called; behind a proxy that URL comes from
-// X-Forwarded-Proto and X-Forwarded-Host.
+// Twilio signs the public URL it called; behind a trusted proxy that URL
+// comes from X-Forwarded-Proto and X-Forwarded-Host.
 func TestTwilioBehindProxy(t *testing.T) {
-	e := newEnv(t, envOpts{})
+	e := newEnv(t, envOpts{proxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}})
 	body := twilioSMS("SMproxy", "+14155550102", "via the load balancer")
 	public := "https://hooks.acme.example" + e.path(inbound.ChannelTwilio)
 	fwd := http.Header{"X-Forwarded-Proto": {"https"}, "X-Forwarded-Host": {"hooks.acme.example"}}
@@ -589,4 +590,39 @@ func TestRelayWhsecSecret(t *testing.T) {
 	// Keyed with the string itself (a relay that forgot to decode it): refused.
 	r := e.deliver(delivery{ch: inbound.ChannelEmail, body: relayEmail("<whsec-2@x>", "a@example.com"), secret: "raw:" + secret})
 	assertProblem(t, r, http.StatusUnauthorized, "unauthorized")
+}
+
+// From a peer that is not a trusted proxy the forwarded headers are
+// ignored: a signature made for the URL they claim is refused, and one for
+// the URL the request really reached still passes.
+func TestForwardedHeadersFromUntrustedPeerIgnored(t *testing.T) {
+	e := newEnv(t, envOpts{proxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
+	body := twilioSMS("SMspoof", "+14155550103", "spoofed host")
+	claimed := "https://hooks.acme.example" + e.path(inbound.ChannelTwilio)
+	fwd := http.Header{"X-Forwarded-Proto": {"https"}, "X-Forwarded-Host": {"hooks.acme.example"}}
+	assertProblem(t, e.deliver(delivery{ch: inbound.ChannelTwilio, body: body, signedURL: claimed, header: fwd}), http.StatusUnauthorized, "unauthorized")
+	if got := e.count("messages"); got != 0 {
+		t.Errorf("messages = %d after a refused delivery, want 0", got)
+	}
+	if r := e.deliver(delivery{ch: inbound.ChannelTwilio, body: body, header: fwd}); r.status != http.StatusOK {
+		t.Errorf("signed for the URL actually called, spoofed headers set: %s, want 200", r)
+	}
+}
+
+// A server without the key the secrets were sealed with never checks a
+// signature against a wrong secret: the delivery fails as a server error
+// whose log names the missing key, and nothing is written.
+func TestSealedSecretWithoutKey(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	keyless := newEnv(t, envOpts{st: e.st, wsID: e.wsID, noKey: true})
+	assertProblem(t, keyless.deliver(delivery{ch: inbound.ChannelTwilio, body: twilioSMS("SMnokey", "+14155550104", "hi")}), http.StatusInternalServerError, "internal_error")
+	if got := e.count("messages"); got != 0 {
+		t.Errorf("messages = %d, want 0", got)
+	}
+	if logs := keyless.logs.String(); !strings.Contains(logs, "MSGAPI_SECRET_KEY") || strings.Contains(logs, secrets[inbound.ChannelTwilio]) {
+		t.Errorf("log does not name the missing key, or shows the secret:\n%s", logs)
+	}
+	if r := e.deliver(delivery{ch: inbound.ChannelTwilio, body: twilioSMS("SMnokey", "+14155550104", "hi")}); r.status != http.StatusOK {
+		t.Errorf("the server with the key: %s, want 200", r)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -135,21 +136,33 @@ func TestVerifyTelegramAndRelay(t *testing.T) {
 }
 
 func TestRequestURL(t *testing.T) {
+	proxies, err := ParseProxies(" 10.1.0.0/16, 192.0.2.7 ,::1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spoofed := http.Header{"X-Forwarded-Proto": {"https"}, "X-Forwarded-Host": {"evil.example"}}
 	tests := []struct {
-		name, base string
-		hd         http.Header
-		want       string
+		name, base, peer string
+		proxies          []netip.Prefix
+		hd               http.Header
+		want             string
 	}{
-		{"direct", "", nil, "http://10.0.0.1:8080/api/webhooks/ws/twilio?a=1"},
-		{"behind a proxy", "", http.Header{"X-Forwarded-Proto": {"https"}, "X-Forwarded-Host": {"api.example.com"}}, "https://api.example.com/api/webhooks/ws/twilio?a=1"},
-		{"proxy chain: the outermost wins", "", http.Header{"X-Forwarded-Proto": {"https, http"}, "X-Forwarded-Host": {"api.example.com, lb.internal"}}, "https://api.example.com/api/webhooks/ws/twilio?a=1"},
-		{"configured origin", "https://hooks.example.com/", http.Header{"X-Forwarded-Host": {"ignored"}}, "https://hooks.example.com/api/webhooks/ws/twilio?a=1"},
+		{"direct", "", "203.0.113.5:4000", proxies, nil, "http://10.0.0.1:8080/api/webhooks/ws/twilio?a=1"},
+		{"behind a trusted proxy", "", "10.1.2.3:4000", proxies, http.Header{"X-Forwarded-Proto": {"https"}, "X-Forwarded-Host": {"api.example.com"}}, "https://api.example.com/api/webhooks/ws/twilio?a=1"},
+		{"trusted single address", "", "192.0.2.7:4000", proxies, http.Header{"X-Forwarded-Proto": {"https"}}, "https://10.0.0.1:8080/api/webhooks/ws/twilio?a=1"},
+		{"trusted IPv6 loopback", "", "[::1]:4000", proxies, http.Header{"X-Forwarded-Host": {"api.example.com"}}, "http://api.example.com/api/webhooks/ws/twilio?a=1"},
+		{"proxy chain: the outermost wins", "", "10.1.0.9:1", proxies, http.Header{"X-Forwarded-Proto": {"https, http"}, "X-Forwarded-Host": {"api.example.com, lb.internal"}}, "https://api.example.com/api/webhooks/ws/twilio?a=1"},
+		{"spoofed by an untrusted peer", "", "203.0.113.5:4000", proxies, spoofed, "http://10.0.0.1:8080/api/webhooks/ws/twilio?a=1"},
+		{"next to a trusted range", "", "10.2.0.1:4000", proxies, spoofed, "http://10.0.0.1:8080/api/webhooks/ws/twilio?a=1"},
+		{"no trusted proxies configured", "", "10.1.2.3:4000", nil, spoofed, "http://10.0.0.1:8080/api/webhooks/ws/twilio?a=1"},
+		{"configured origin beats a trusted proxy", "https://hooks.example.com/", "10.1.2.3:4000", proxies, spoofed, "https://hooks.example.com/api/webhooks/ws/twilio?a=1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := &Handler{publicBase: strings.TrimRight(tt.base, "/")}
+			h := &Handler{publicBase: strings.TrimRight(tt.base, "/"), proxies: tt.proxies}
 			r, _ := http.NewRequest(http.MethodPost, "http://10.0.0.1:8080/api/webhooks/ws/twilio?a=1", nil)
 			r.RequestURI = "/api/webhooks/ws/twilio?a=1"
+			r.RemoteAddr = tt.peer
 			for k, v := range tt.hd {
 				r.Header[k] = v
 			}
@@ -157,5 +170,26 @@ func TestRequestURL(t *testing.T) {
 				t.Errorf("requestURL = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestParseProxies(t *testing.T) {
+	got, err := ParseProxies("10.0.0.0/8, 127.0.0.1,::ffff:192.0.2.1, fd00::/8,")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"10.0.0.0/8", "127.0.0.1/32", "192.0.2.1/32", "fd00::/8"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i].String() != want[i] {
+			t.Errorf("prefix %d = %s, want %s", i, got[i], want[i])
+		}
+	}
+	for _, bad := range []string{"10.0.0.0/33", "example.com", "10.0.0.0/8;"} {
+		if _, err := ParseProxies(bad); err == nil {
+			t.Errorf("ParseProxies(%q) accepted", bad)
+		}
 	}
 }

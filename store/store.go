@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,9 +35,12 @@ type Options struct {
 	Database string
 	// DataDir holds the embedded engine's SQLite files.
 	DataDir string
-	// EmbeddedAddr is the loopback address the embedded engine listens on,
-	// so that a second msgapi process or mongosh can share it.
+	// EmbeddedAddr, when set, is a loopback TCP address the embedded
+	// engine also listens on (opt-in; the Unix socket is always served).
 	EmbeddedAddr string
+	// EmbeddedSocket overrides the embedded engine's socket path (default
+	// DataDir/mongodb.sock).
+	EmbeddedSocket string
 	// SQLiteDir, with URI set, names the data folder of an embedded engine
 	// that URI points at, so that Ensure can add its missing _id indexes
 	// (tests share one engine between many stores).
@@ -54,7 +59,8 @@ type Options struct {
 type Store struct {
 	Client *mongo.Client
 	DB     *mongo.Database
-	// URI is the connection string in use, credentials redacted.
+	// URI is the connection string in use reduced to what may be logged:
+	// scheme, hosts, database and replica set (Redact).
 	URI string
 	// ReplicaSet is true when the deployment is a replica set; lock writes
 	// then use write concern majority so a lock survives a failover.
@@ -84,7 +90,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 
 	uri := opts.URI
 	if uri == "" {
-		e, err := StartEmbedded(ctx, opts.DataDir, opts.EmbeddedAddr, opts.Log)
+		e, err := StartEmbedded(ctx, EmbeddedOptions{Dir: opts.DataDir, Socket: opts.EmbeddedSocket, TCP: opts.EmbeddedAddr, Log: opts.Log})
 		if err != nil {
 			return nil, err
 		}
@@ -107,8 +113,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	client, err := mongo.Connect(copts)
 	if err != nil {
+		// The driver's parse errors quote pieces of the URI (a bad escape
+		// in a password, an option value), so only the redacted form shows.
 		s.closeEmbedded()
-		return nil, fmt.Errorf("connect to %s: %w", s.URI, err)
+		return nil, fmt.Errorf("connect to %s: the connection string is invalid, or its mongodb+srv DNS records could not be read (the driver's detail is withheld: it may quote credentials)", s.URI)
 	}
 	s.Client = client
 	s.DB = client.Database(opts.Database)
@@ -142,6 +150,9 @@ func dbOptions(replicaSet bool) *options.DatabaseOptionsBuilder {
 // Embedded reports whether this process runs the embedded engine.
 func (s *Store) Embedded() bool { return s.embedded != nil }
 
+// Engine is the embedded engine this process runs, nil when none.
+func (s *Store) Engine() *Embedded { return s.embedded }
+
 // Ping checks that the store answers (readiness).
 func (s *Store) Ping(ctx context.Context) error {
 	return s.DB.RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Err()
@@ -166,19 +177,60 @@ func (s *Store) closeEmbedded() {
 // Collection returns the named collection of the database.
 func (s *Store) Collection(name string) *mongo.Collection { return s.DB.Collection(name) }
 
-// Redact removes the password from a connection string, for logs.
+// Redact reduces a connection string to what may be logged: the scheme,
+// the hosts, the database and the replicaSet option. User names, passwords
+// and every other option (authMechanismProperties can carry an AWS session
+// token, tlsCertificateKeyFilePassword a key's password) are dropped. A
+// string it cannot read with certainty yields no part of it at all.
 func Redact(uri string) string {
-	u, err := url.Parse(uri)
-	if err != nil {
-		return "mongodb://(unparseable URI)"
+	const unreadable = "mongodb://(unreadable connection string)"
+	scheme, rest, ok := strings.Cut(uri, "://")
+	if !ok || (scheme != "mongodb" && scheme != "mongodb+srv") {
+		return unreadable
 	}
-	if u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	authority, path, hasPath := strings.Cut(rest, "/")
+	query := ""
+	if hasPath {
+		path, query, _ = strings.Cut(path, "?")
+	}
+	// The driver takes everything before the first @ as user info and
+	// refuses a second @ or a / in it, so an @ anywhere outside the
+	// authority, or a ? inside it, means the string is not what it seems.
+	if strings.ContainsAny(authority, "?#") || strings.Contains(path, "@") || strings.Count(authority, "@") > 1 {
+		return unreadable
+	}
+	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
+		authority = authority[i+1:]
+	}
+	hosts := strings.Split(authority, ",")
+	for _, h := range hosts {
+		if !hostPattern.MatchString(h) {
+			return unreadable
 		}
 	}
-	return u.String()
+	out := scheme + "://" + strings.Join(hosts, ",") + "/"
+	if path != "" {
+		if !namePattern.MatchString(path) {
+			return unreadable
+		}
+		out += path
+	}
+	if q, err := url.ParseQuery(query); err == nil {
+		for k, vs := range q {
+			if strings.EqualFold(k, "replicaSet") && len(vs) == 1 && namePattern.MatchString(vs[0]) {
+				out += "?replicaSet=" + vs[0]
+			}
+		}
+	}
+	return out
 }
+
+var (
+	// hostPattern: a name or IP with an optional port, a bracketed IPv6
+	// address, or an escaped socket path (%2Ftmp%2Fmongodb.sock).
+	hostPattern = regexp.MustCompile(`^([A-Za-z0-9._%-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$`)
+	namePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+)
 
 // IsDuplicateKey reports whether err is a unique-index violation: the
 // answer "somebody else's insert won".

@@ -44,9 +44,9 @@ func TestContract(t *testing.T) {
 	envA["MSGAPI_DEDUP_WAIT"] = "100ms"
 	envA["MSGAPI_LOG_LEVEL"] = "warn"
 	a := start(t, envA)
-	engine := envA["MSGAPI_EMBEDDED_ADDR"]
+	engine := engineURI(envA)
 	onEngine := func(extra map[string]string) map[string]string {
-		env := map[string]string{"MONGODB_URI": "mongodb://" + engine + "/", "MSGAPI_LOG_LEVEL": "warn"}
+		env := map[string]string{"MONGODB_URI": engine, "MSGAPI_LOG_LEVEL": "warn"}
 		maps.Copy(env, extra)
 		return env
 	}
@@ -320,9 +320,9 @@ func tooLarge() string { return `{"x":"` + strings.Repeat("a", 1<<20) + `"}` }
 
 // connectStore opens the embedded engine's database with the MongoDB
 // driver, as another process would.
-func connectStore(t *testing.T, addr string) *mongo.Database {
+func connectStore(t *testing.T, uri string) *mongo.Database {
 	t.Helper()
-	cl, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + addr + "/").SetServerSelectionTimeout(5 * time.Second))
+	cl, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(5 * time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func slowEnv(t *testing.T, dir string, delay time.Duration) map[string]string {
 func inProviderCall(t *testing.T, env map[string]string) (messageID string) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{URI: "mongodb://" + env["MSGAPI_EMBEDDED_ADDR"] + "/", Log: zerolog.Nop()})
+	st, err := store.Open(ctx, store.Options{URI: engineURI(env), Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

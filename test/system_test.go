@@ -7,23 +7,32 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/msgapi/msgapi/store"
 )
 
 const admin = "system-test-admin"
 
 func embeddedEnv(t *testing.T, dir string) map[string]string {
 	return map[string]string{
-		"MSGAPI_DATA_DIR":      dir,
-		"MSGAPI_EMBEDDED_ADDR": freeAddr(t),
-		"MSGAPI_ADMIN_TOKEN":   admin,
+		"MSGAPI_DATA_DIR":    dir,
+		"MSGAPI_ADMIN_TOKEN": admin,
 	}
+}
+
+// engineURI is how a second process attaches to the embedded engine of the
+// process whose env is given: the Unix socket in its data folder.
+func engineURI(env map[string]string) string {
+	return store.SocketURI(filepath.Join(env["MSGAPI_DATA_DIR"], store.SocketName))
 }
 
 // The README's promise: one command starts a working server on an empty
@@ -32,6 +41,15 @@ func TestServeRestartKeepsWorkspaces(t *testing.T) {
 	dir := t.TempDir()
 	env := embeddedEnv(t, dir)
 	p := start(t, env)
+	// The engine serves only a socket only its user can open, and the log
+	// names the socket, never a connection string.
+	sock := filepath.Join(dir, store.SocketName)
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("engine socket %s: %v %v, want mode 0600", sock, fi, err)
+	}
+	if !strings.Contains(p.Logs(), `"socket":"`+sock+`"`) || strings.Contains(p.Logs(), "mongodb://") {
+		t.Errorf("start-up log does not name the socket, or shows a connection string:\n%s", p.Logs())
+	}
 	_, key := p.createWorkspace(admin)
 	r := p.do(http.MethodPost, "/api/messages", key, `{"channel":"sms","recipientPhone":"+1 (555) 010-0000","body":"Hello"}`)
 	if r.status != http.StatusCreated {
@@ -131,9 +149,9 @@ func TestTwoProcessesDuplicateStorm(t *testing.T) {
 		env[k] = v
 	}
 	a := start(t, env)
-	envB := map[string]string{"MONGODB_URI": "mongodb://" + env["MSGAPI_EMBEDDED_ADDR"] + "/"}
+	envB := map[string]string{"MONGODB_URI": engineURI(env)}
 	for k, v := range env {
-		if k != "MSGAPI_DATA_DIR" && k != "MSGAPI_EMBEDDED_ADDR" {
+		if k != "MSGAPI_DATA_DIR" {
 			envB[k] = v
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/secrets"
 	"github.com/msgapi/msgapi/store"
 )
 
@@ -40,7 +41,8 @@ type Workspace struct {
 	Name      string    `bson:"name" json:"name"`
 	CreatedAt time.Time `bson:"createdAt" json:"createdAt"`
 	// Secrets holds per-channel inbound webhook secrets (slack, twilio,
-	// telegram, email). Never returned by the API.
+	// telegram, email) as stored: sealed when a keyring is configured, so
+	// read them with Store.Secret. Never returned by the API.
 	Secrets map[string]string `bson:"secrets,omitempty" json:"-"`
 }
 
@@ -57,6 +59,7 @@ type Store struct {
 	keys       *mongo.Collection
 	cacheTTL   time.Duration
 	now        func() time.Time
+	keyring    *secrets.Keyring // seals channel secrets; nil stores them in clear (secrets.go)
 
 	mu    sync.Mutex
 	cache map[string]cached // key hash → workspace
@@ -135,10 +138,15 @@ func (s *Store) Get(ctx context.Context, id string) (Workspace, error) {
 	return ws, nil
 }
 
-// SetSecret stores a per-channel inbound webhook secret on a workspace.
+// SetSecret stores a per-channel inbound webhook secret on a workspace,
+// encrypted when a keyring is configured (secrets.go).
 func (s *Store) SetSecret(ctx context.Context, id, channel, secret string) error {
+	stored, err := s.seal(id, channel, secret)
+	if err != nil {
+		return err
+	}
 	res, err := s.workspaces.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "secrets." + channel, Value: secret}}}})
+		bson.D{{Key: "$set", Value: bson.D{{Key: "secrets." + channel, Value: stored}}}})
 	if err != nil {
 		return msgapi.Unavailable(fmt.Errorf("set %s secret on %s: %w", channel, id, err))
 	}

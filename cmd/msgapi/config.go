@@ -23,7 +23,8 @@ var settings = []setting{
 	{"MONGODB_URI", "mongodb-uri", "", "MongoDB connection string; empty runs the embedded engine", true},
 	{"MSGAPI_DATABASE", "database", "msgapi", "database name", false},
 	{"MSGAPI_DATA_DIR", "data-dir", "./data", "embedded engine: data folder", false},
-	{"MSGAPI_EMBEDDED_ADDR", "embedded-addr", "127.0.0.1:27018", "embedded engine: loopback address it serves the MongoDB protocol on", false},
+	{"MSGAPI_EMBEDDED_ADDR", "embedded-addr", "", "embedded engine: also serve the MongoDB protocol on this loopback TCP address (no authentication: any local process can connect); empty: the Unix socket alone", false},
+	{"MSGAPI_EMBEDDED_SOCKET", "embedded-socket", "", "embedded engine: Unix socket path (ends in .sock, in a 0700 folder); empty: <data dir>/mongodb.sock", false},
 	{"MSGAPI_STORE_TIMEOUT", "store-timeout", "10s", "how long start-up waits for the store before failing", false},
 	{"MSGAPI_STORE_OP_TIMEOUT", "store-op-timeout", "5s", "deadline of every store call: a stalled store cannot hold a request longer", false},
 	{"MSGAPI_ADMIN_TOKEN", "admin-token", "", "enables /admin/* with Authorization: Bearer <token>", true},
@@ -62,8 +63,11 @@ var settings = []setting{
 	{"MSGAPI_LOKI_URL", "loki-url", "", "Loki push URL (e.g. http://loki:3100/loki/api/v1/push); empty: stdout only", false},
 	{"MSGAPI_LOKI_BUFFER", "loki-buffer", "10000", "Loki: lines buffered while Loki is slow; past it the oldest lines are dropped and counted", false},
 	{"MSGAPI_LOKI_BUFFER_BYTES", "loki-buffer-bytes", "16MiB", "Loki: bytes of lines buffered while Loki is slow (KiB, MiB suffixes); past it the oldest lines are dropped and counted", false},
-	{"MSGAPI_PUBLIC_URL", "public-url", "", "inbound webhooks: the public origin vendors call (https://api.example.com), for Twilio's signature; empty: from the request and X-Forwarded-Proto/Host", false},
+	{"MSGAPI_PUBLIC_URL", "public-url", "", "inbound webhooks: the public origin vendors call (https://api.example.com), for Twilio's signature; empty: from the request (X-Forwarded-Proto/Host only from MSGAPI_TRUSTED_PROXIES)", false},
 	{"MSGAPI_REDIS_URL", "redis-url", "", "inbound webhooks: Redis fast path (redis://host:6379/0); empty: MongoDB alone", true},
+	{"MSGAPI_TRUSTED_PROXIES", "trusted-proxies", "", "inbound webhooks: comma-separated CIDRs or IPs of the proxies whose X-Forwarded-Proto/Host are believed (MSGAPI_PUBLIC_URL, when set, wins); empty: nobody's", false},
+	{"MSGAPI_SECRET_KEY", "secret-key", "", "base64 of 32 random bytes (openssl rand -base64 32): encrypts workspace webhook secrets at rest (AES-256-GCM); empty: stored in clear", true},
+	{"MSGAPI_SECRET_KEY_PREVIOUS", "secret-key-previous", "", "comma-separated older keys that still decrypt during a key rotation (msgapi secrets rotate)", true},
 }
 
 // values holds the resolved settings by environment name.
@@ -95,6 +99,7 @@ func loadValues(name string, args []string, getenv func(string) string, out io.W
 func usage(out io.Writer) {
 	fmt.Fprintln(out, "usage: msgapi [serve] [flags]         run the HTTP server (default)")
 	fmt.Fprintln(out, "       msgapi workspace create NAME   create a workspace and print its API key")
+	fmt.Fprintln(out, "       msgapi secrets rotate          re-encrypt every stored secret with MSGAPI_SECRET_KEY")
 	fmt.Fprintln(out, "\nsettings (environment variable, flag, default):")
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	for _, s := range settings {

@@ -2,6 +2,7 @@
 //
 //	msgapi [serve] [flags]          run the HTTP server (the default)
 //	msgapi workspace create NAME    create a workspace, print its API key
+//	msgapi secrets rotate           re-encrypt stored secrets with the current key
 //
 // Every setting is an environment variable and a flag (config.go).
 package main
@@ -46,6 +47,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return serve(ctx, args, getenv, stdout)
 	case "workspace":
 		return workspaceCmd(ctx, args, getenv, stdout)
+	case "secrets":
+		return secretsCmd(ctx, args, getenv, stdout)
 	case "help":
 		usage(stdout)
 		return nil

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/msgapi/msgapi/messages"
 	"github.com/msgapi/msgapi/metrics"
 	"github.com/msgapi/msgapi/outcome"
+	"github.com/msgapi/msgapi/secrets"
 	"github.com/msgapi/msgapi/sender"
 	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/workspace"
@@ -48,6 +50,9 @@ type config struct {
 	smtpPort        int
 	lokiBuffer      int
 	lokiBufferBytes int
+	adminToken      string           // trimmed; "" disables /admin/*
+	keyring         *secrets.Keyring // nil: secrets stored in clear
+	proxies         []netip.Prefix   // MSGAPI_TRUSTED_PROXIES
 }
 
 func parseConfig(v values) (config, error) {
@@ -97,6 +102,7 @@ func parseConfig(v values) (config, error) {
 	if m := v.str("MSGAPI_DEDUP_ON_STORE_ERROR"); m != "send" && m != "refuse" {
 		errs = append(errs, fmt.Sprintf("MSGAPI_DEDUP_ON_STORE_ERROR=%q is not one of send, refuse", m))
 	}
+	securitySettings(v, &c, &errs)
 	if _, err := zerolog.ParseLevel(v.str("MSGAPI_LOG_LEVEL")); err != nil {
 		errs = append(errs, fmt.Sprintf("MSGAPI_LOG_LEVEL=%q is not one of debug, info, warn, error", v["MSGAPI_LOG_LEVEL"]))
 	}
@@ -140,6 +146,7 @@ func openStore(ctx context.Context, c config, log zerolog.Logger) (*store.Store,
 		Database:       c.v.str("MSGAPI_DATABASE"),
 		DataDir:        c.v.str("MSGAPI_DATA_DIR"),
 		EmbeddedAddr:   c.v.str("MSGAPI_EMBEDDED_ADDR"),
+		EmbeddedSocket: c.v.str("MSGAPI_EMBEDDED_SOCKET"),
 		ConnectTimeout: c.storeTimeout,
 		OpTimeout:      c.storeOpTimeout,
 		Log:            log,
@@ -180,17 +187,23 @@ func buildSenders(c config, log zerolog.Logger) (map[string]api.Sender, error) {
 			s = sender.NewLog(log, c.logSenderDelay)
 			log.Warn().Str("channel", ch).Msg("the log sender is active for this channel: messages are recorded as sent and NO real message leaves this server")
 		case "webhook":
-			s, err = sender.NewWebhook(sender.WebhookOptions{URL: v.str("MSGAPI_WEBHOOK_URL"), Secret: v["MSGAPI_WEBHOOK_SECRET"], Timeout: c.sendTimeout})
+			if err := checkProviderURL("MSGAPI_WEBHOOK_URL", v.str("MSGAPI_WEBHOOK_URL"), v.str("MSGAPI_ENV"), log); err != nil {
+				return nil, err
+			}
+			s, err = sender.NewWebhook(sender.WebhookOptions{URL: v.str("MSGAPI_WEBHOOK_URL"), Secret: v.str("MSGAPI_WEBHOOK_SECRET"), Timeout: c.sendTimeout})
 		case "twilio":
+			if err := checkProviderURL("MSGAPI_TWILIO_BASE_URL", v.str("MSGAPI_TWILIO_BASE_URL"), v.str("MSGAPI_ENV"), log); err != nil {
+				return nil, err
+			}
 			s, err = sender.NewTwilio(sender.TwilioOptions{
-				AccountSID: v.str("MSGAPI_TWILIO_ACCOUNT_SID"), AuthToken: v["MSGAPI_TWILIO_AUTH_TOKEN"],
+				AccountSID: v.str("MSGAPI_TWILIO_ACCOUNT_SID"), AuthToken: v.str("MSGAPI_TWILIO_AUTH_TOKEN"),
 				From: v.str("MSGAPI_TWILIO_FROM"), MessagingServiceSID: v.str("MSGAPI_TWILIO_MESSAGING_SERVICE_SID"),
 				BaseURL: v.str("MSGAPI_TWILIO_BASE_URL"), Timeout: c.sendTimeout,
 			})
 		case "smtp":
 			s, err = sender.NewSMTP(sender.SMTPOptions{
 				Host: v.str("MSGAPI_SMTP_HOST"), Port: c.smtpPort, Username: v.str("MSGAPI_SMTP_USERNAME"),
-				Password: v["MSGAPI_SMTP_PASSWORD"], From: v.str("MSGAPI_SMTP_FROM"), TLS: v.str("MSGAPI_SMTP_TLS"), Timeout: c.sendTimeout,
+				Password: v.str("MSGAPI_SMTP_PASSWORD"), From: v.str("MSGAPI_SMTP_FROM"), TLS: v.str("MSGAPI_SMTP_TLS"), Timeout: c.sendTimeout,
 			})
 		}
 		if err != nil {
@@ -250,9 +263,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		_ = st.Close(context.Background())
 		log.Info().Msg("store closed")
 	}()
-	if st.Embedded() {
-		log.Info().Str("uri", st.URI).Str("dataDir", v.str("MSGAPI_DATA_DIR")).
-			Msg("embedded store running (FerretDB, SQLite); another msgapi process or mongosh can connect to this URI")
+	if e := st.Engine(); e != nil {
+		log.Info().Str("socket", e.Socket()).Str("dataDir", e.Dir()).
+			Msg("embedded store running (FerretDB, SQLite) on a Unix socket only its user can open; another msgapi process or mongosh of that user attaches through the socket (README: Stores)")
+		if e.TCP() != "" {
+			log.Warn().Str("tcp", e.TCP()).Msg("embedded store also listens on loopback TCP (MSGAPI_EMBEDDED_ADDR): it has no authentication, so every process on this host can read and change all data")
+		}
 	} else {
 		log.Info().Str("uri", st.URI).Bool("replicaSet", st.ReplicaSet).Msg("connected to MongoDB")
 	}
@@ -268,7 +284,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	go st.RunReaper(bg, c.reaperInterval)
 
 	ms := messages.NewStore(st)
-	ws := workspace.NewStore(st, c.keyCacheTTL)
+	ws := workspace.NewStore(st, c.keyCacheTTL).WithKeyring(c.keyring)
+	if err := checkStoredSecrets(ctx, ws, c.keyring, log); err != nil {
+		return err
+	}
 	g := guard.New(guard.Options{Store: st, Window: c.dedupWindow, Wait: c.dedupWait, Lease: c.dedupLease,
 		RefuseOnStoreError: v.str("MSGAPI_DEDUP_ON_STORE_ERROR") == "refuse",
 		Sibling:            api.SiblingReader(ms), Fence: ms.Fence})
@@ -277,7 +296,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	go sweeper.Run(bg, c.sweepInterval)
 	// Inbound webhooks: MongoDB decides; Redis, when set, only answers
 	// redeliveries of completed events sooner.
-	hooks := inbound.Options{Store: st, Workspaces: ws, Messages: ms, PublicBaseURL: v.str("MSGAPI_PUBLIC_URL")}
+	hooks := inbound.Options{Store: st, Workspaces: ws, Messages: ms, PublicBaseURL: v.str("MSGAPI_PUBLIC_URL"), TrustedProxies: c.proxies}
 	if u := v.str("MSGAPI_REDIS_URL"); u != "" {
 		rc, err := inbound.NewRedis(u)
 		if err != nil {
@@ -294,7 +313,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Log:         log,
 		Store:       st,
 		Workspaces:  ws,
-		AdminToken:  v["MSGAPI_ADMIN_TOKEN"],
+		AdminToken:  c.adminToken,
 		Idempotency: idem.Middleware,
 		Send:        api.SendOptions{Messages: ms, Guard: g, Senders: senders, DefaultRegion: v.str("MSGAPI_DEFAULT_REGION"), Metrics: met, Lifetime: life},
 		Middleware:  []echo.MiddlewareFunc{met.Middleware},
@@ -303,7 +322,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			webhooks.Mount(e) // POST /api/webhooks/{workspaceId}/{channel}
 		},
 	})
-	if v["MSGAPI_ADMIN_TOKEN"] == "" {
+	if c.adminToken == "" {
 		log.Info().Msg("admin API disabled (set MSGAPI_ADMIN_TOKEN to enable /admin/*)")
 	}
 

@@ -27,8 +27,8 @@ var (
 	seq      atomic.Int64
 )
 
-// URI returns the connection string of the shared test engine and, for the
-// embedded engine, its data folder.
+// URI returns the connection string of the shared test engine (its Unix
+// socket) and, for the embedded engine, its data folder.
 func URI(t testing.TB) (uri, sqliteDir string) {
 	t.Helper()
 	if u := os.Getenv("MSGAPI_TEST_MONGODB_URI"); u != "" {
@@ -39,7 +39,7 @@ func URI(t testing.TB) (uri, sqliteDir string) {
 		if startErr != nil {
 			return
 		}
-		engine, startErr = store.StartEmbedded(context.Background(), dataDir, "127.0.0.1:0", zerolog.Nop())
+		engine, startErr = store.StartEmbedded(context.Background(), store.EmbeddedOptions{Dir: dataDir, Log: zerolog.Nop()})
 	})
 	if startErr != nil {
 		t.Fatalf("start embedded test store: %v", startErr)

@@ -100,7 +100,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&c.requestTimeout, "request-timeout", 30*time.Second, "bound on one request")
 	fs.StringVar(&c.url, "url", "", "base URL of a running msgapi (loopback); empty builds and starts one")
 	fs.StringVar(&c.key, "key", "", "with -url: a workspace API key")
-	fs.StringVar(&c.storeURI, "store-uri", "", "with -url: the server's store, mongodb://127.0.0.1:27018/ for its embedded engine")
+	fs.StringVar(&c.storeURI, "store-uri", "", "with -url: the server's store; for its embedded engine the socket, mongodb://%2Fpath%2Fto%2Fdata%2Fmongodb.sock/")
 	fs.StringVar(&c.storeDB, "store-db", "msgapi", "with -url: database for the raw inserts' scratch collection")
 	fs.StringVar(&c.receiverAddr, "receiver-addr", "127.0.0.1:0", "webhook receiver's listen address (with -url: the one the server posts to)")
 	fs.StringVar(&c.secret, "webhook-secret", "", "with -url: the server's MSGAPI_WEBHOOK_SECRET")
@@ -166,11 +166,13 @@ Loopback addresses only.
 	if err := loopbackHostPort("-url", u.Host); err != nil {
 		return c, err
 	}
-	s, err := url.Parse(c.storeURI)
-	if err != nil || s.Scheme != "mongodb" {
-		return c, fmt.Errorf("-store-uri %q is not a mongodb:// URI", c.storeURI)
+	// Not url.Parse: it refuses the escaped socket path in the host part.
+	rest, ok := strings.CutPrefix(c.storeURI, "mongodb://")
+	hosts, _, _ := strings.Cut(rest, "/")
+	if !ok || strings.ContainsAny(hosts, "@?") {
+		return c, fmt.Errorf("-store-uri %q is not a mongodb:// URI without credentials", c.storeURI)
 	}
-	for _, h := range strings.Split(s.Host, ",") {
+	for _, h := range strings.Split(hosts, ",") {
 		if err := loopbackHostPort("-store-uri", h); err != nil {
 			return c, err
 		}
@@ -184,8 +186,8 @@ func loopbackHostPort(flagName, hostport string) error {
 	if err != nil {
 		host = hostport // no port
 	}
-	if host == "localhost" {
-		return nil
+	if host == "localhost" || strings.HasSuffix(host, ".sock") {
+		return nil // a Unix socket is local by nature
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,11 +56,6 @@ func startServer(ctx context.Context, stdout io.Writer, webhookURL, secret strin
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	storeAddr, err := freeLoopbackAddr()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
 	admin := randomHex(16)
 	logFile, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {
@@ -73,7 +69,6 @@ func startServer(ctx context.Context, stdout io.Writer, webhookURL, secret strin
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
 		"MSGAPI_ADDR=" + httpAddr,
 		"MSGAPI_DATA_DIR=" + filepath.Join(dir, "data"),
-		"MSGAPI_EMBEDDED_ADDR=" + storeAddr,
 		"MSGAPI_ADMIN_TOKEN=" + admin,
 		"MSGAPI_SENDER_SMS=webhook",
 		"MSGAPI_WEBHOOK_URL=" + webhookURL,
@@ -88,7 +83,8 @@ func startServer(ctx context.Context, stdout io.Writer, webhookURL, secret strin
 	s.done = make(chan error, 1)
 	go func() { s.done <- s.cmd.Wait() }()
 	s.url = "http://" + httpAddr
-	s.storeURI = "mongodb://" + storeAddr + "/"
+	// The embedded engine's Unix socket, escaped into the host part.
+	s.storeURI = "mongodb://" + url.QueryEscape(filepath.Join(dir, "data", "mongodb.sock")) + "/"
 
 	if err := s.waitReady(ctx, 60*time.Second); err != nil {
 		_ = s.stop()

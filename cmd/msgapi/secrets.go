@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/msgapi/msgapi/workspace"
+)
+
+// secretsCmd: msgapi secrets rotate. Re-encrypts every stored workspace
+// secret that is in clear or under a previous key with MSGAPI_SECRET_KEY
+// (old keys in MSGAPI_SECRET_KEY_PREVIOUS). With the embedded engine and a
+// server running, point MONGODB_URI at its socket.
+func secretsCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) < 1 || args[0] != "rotate" {
+		return fmt.Errorf("usage: msgapi secrets rotate [flags]")
+	}
+	v, _, err := loadValues("msgapi secrets rotate", args[1:], getenv, stdout)
+	if err != nil {
+		return err
+	}
+	cfg, err := parseConfig(v)
+	if err != nil {
+		return err
+	}
+	if !cfg.keyring.Enabled() {
+		return fmt.Errorf("set MSGAPI_SECRET_KEY to the key to encrypt with (and the old ones in MSGAPI_SECRET_KEY_PREVIOUS)")
+	}
+	st, err := openStore(ctx, cfg, newLogger(io.Discard, "error"))
+	if err != nil {
+		return err
+	}
+	defer st.Close(context.WithoutCancel(ctx))
+	r, err := workspace.NewStore(st, 0).WithKeyring(cfg.keyring).RotateSecrets(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "key %s: %d secrets re-encrypted, %d already current, %d changed meanwhile (run again)\n", cfg.keyring.CurrentID(), r.Resealed, r.Current, r.Changed)
+	if r.Resealed == 0 && r.Changed == 0 {
+		fmt.Fprintln(stdout, "every secret is under the current key: MSGAPI_SECRET_KEY_PREVIOUS can be removed")
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/rs/zerolog"
+
+	"github.com/msgapi/msgapi/inbound"
+	"github.com/msgapi/msgapi/secrets"
+	"github.com/msgapi/msgapi/store"
+	"github.com/msgapi/msgapi/workspace"
+)
+
+// minAdminToken is the shortest admin token start-up accepts.
+const minAdminToken = 16
+
+// securitySettings reads the settings that guard secrets, each trimmed of
+// surrounding white space as a presented bearer token is, and appends what
+// is wrong with them to errs without ever quoting a secret.
+func securitySettings(v values, c *config, errs *[]string) {
+	if raw := v["MSGAPI_ADMIN_TOKEN"]; raw != "" {
+		tok := v.str("MSGAPI_ADMIN_TOKEN")
+		if n := utf8.RuneCountInString(tok); n < minAdminToken {
+			*errs = append(*errs, fmt.Sprintf("MSGAPI_ADMIN_TOKEN is %d characters (after trimming white space); use at least %d, e.g. openssl rand -hex 32", n, minAdminToken))
+		}
+		c.adminToken = tok
+	}
+	kr, err := secrets.NewKeyring(v.str("MSGAPI_SECRET_KEY"), strings.Split(v.str("MSGAPI_SECRET_KEY_PREVIOUS"), ","))
+	if err != nil {
+		*errs = append(*errs, err.Error())
+	}
+	c.keyring = kr
+	proxies, err := inbound.ParseProxies(v.str("MSGAPI_TRUSTED_PROXIES"))
+	if err != nil {
+		*errs = append(*errs, "MSGAPI_TRUSTED_PROXIES: "+err.Error())
+	}
+	c.proxies = proxies
+	if a := v.str("MSGAPI_EMBEDDED_ADDR"); a != "" {
+		if err := store.LoopbackTCP(a); err != nil {
+			*errs = append(*errs, err.Error())
+		}
+	}
+}
+
+// checkProviderURL refuses an http:// provider URL, which would carry
+// credentials and recipients' data in clear text, outside development; in
+// development, and always for a loopback host (local relays and tests), it
+// is allowed with a warning.
+func checkProviderURL(setting, raw, env string, log zerolog.Logger) error {
+	u, err := url.Parse(raw)
+	if err != nil || !strings.EqualFold(u.Scheme, "http") {
+		return nil // https, or an error the provider reports itself
+	}
+	loopback := u.Hostname() == "localhost"
+	if ip, err := netip.ParseAddr(u.Hostname()); err == nil {
+		loopback = ip.Unmap().IsLoopback()
+	}
+	host := u.Hostname()
+	if u.Port() != "" {
+		host = net.JoinHostPort(u.Hostname(), u.Port())
+	}
+	switch {
+	case loopback:
+		log.Warn().Str("setting", setting).Str("host", host).Msg("provider URL is plain http to a loopback address: fine for a local relay or a test, never across a network")
+	case env == "development":
+		log.Warn().Str("setting", setting).Str("host", host).Msg("PROVIDER URL IS PLAIN HTTP: credentials and recipients' data cross the network in clear text; refused outside MSGAPI_ENV=development — use https")
+	default:
+		return fmt.Errorf("%s is plain http:// to %s: credentials and recipients' data would cross the network in clear text; use https:// (http is allowed only to loopback, or with MSGAPI_ENV=development)", setting, host)
+	}
+	return nil
+}
+
+// checkStoredSecrets runs at start-up: secrets this process could not open
+// stop it with an error that says which key is missing, instead of every
+// webhook of those workspaces failing later; stale ones are reported.
+func checkStoredSecrets(ctx context.Context, ws *workspace.Store, kr *secrets.Keyring, log zerolog.Logger) error {
+	if !kr.Enabled() {
+		log.Warn().Msg("MSGAPI_SECRET_KEY is not set: workspace webhook secrets (Twilio auth tokens, Slack signing secrets, …) are stored IN CLEAR in the database; set it to encrypt them (README: Security)")
+	}
+	rep, err := ws.CheckSecrets(ctx)
+	if err != nil {
+		return fmt.Errorf("check stored secrets: %w", err)
+	}
+	if len(rep.Unreadable) > 0 {
+		hint := "set MSGAPI_SECRET_KEY to the key they were encrypted with"
+		if kr.Enabled() {
+			hint = "add the key they were encrypted with to MSGAPI_SECRET_KEY_PREVIOUS"
+		}
+		return fmt.Errorf("stored workspace secrets are encrypted with key id(s) %s, which this process does not have: %s", strings.Join(rep.Unreadable, ", "), hint)
+	}
+	if kr.Enabled() {
+		log.Info().Str("keyId", kr.CurrentID()).Msg("workspace webhook secrets are encrypted at rest (AES-256-GCM)")
+		if n := rep.Stale(kr.CurrentID()); n > 0 {
+			log.Warn().Int("secrets", n).Int("inClear", rep.Clear).Msg("some stored secrets are in clear or under a previous key: run `msgapi secrets rotate`")
+		}
+	}
+	return nil
+}
