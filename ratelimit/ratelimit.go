@@ -97,17 +97,14 @@ func (l *Limiter) local(key string, lim Limit) Decision {
 	now := l.now()
 	l.mu.Lock()
 	b, ok := l.buckets[key]
-	switch {
-	case !ok:
-		if len(l.buckets) >= maxBuckets {
+	// A new workspace, or one whose limit the admin API changed, starts
+	// with a full bucket of its (new) burst.
+	if !ok || b.Limit() != rate.Limit(lim.PerSecond) || b.Burst() != lim.Burst {
+		if !ok && len(l.buckets) >= maxBuckets {
 			clear(l.buckets)
 		}
 		b = rate.NewLimiter(rate.Limit(lim.PerSecond), lim.Burst)
 		l.buckets[key] = b
-	case b.Limit() != rate.Limit(lim.PerSecond) || b.Burst() != lim.Burst:
-		// The workspace's limit was changed by the admin API.
-		b.SetLimitAt(now, rate.Limit(lim.PerSecond))
-		b.SetBurstAt(now, lim.Burst)
 	}
 	l.mu.Unlock()
 
