@@ -27,7 +27,9 @@ var settings = []setting{
 	{"MSGAPI_STORE_TIMEOUT", "store-timeout", "10s", "how long start-up waits for the store before failing", false},
 	{"MSGAPI_STORE_OP_TIMEOUT", "store-op-timeout", "5s", "deadline of every store call: a stalled store cannot hold a request longer", false},
 	{"MSGAPI_ADMIN_TOKEN", "admin-token", "", "enables /admin/* with Authorization: Bearer <token>", true},
-	{"MSGAPI_KEY_CACHE_TTL", "key-cache-ttl", "30s", "how long an API key → workspace mapping is cached in process (0 disables)", false},
+	{"MSGAPI_KEY_CACHE_TTL", "key-cache-ttl", "5s", "how long a process trusts what it read about an API key: a revoked key, a disabled workspace or a changed setting takes effect in every process within it (0 disables the cache)", false},
+	{"MSGAPI_RATE_LIMIT", "rate-limit", "20", "POST /api/messages per workspace: requests a second (token bucket; 0: no limit unless the workspace has its own); per process unless MSGAPI_REDIS_URL is set", false},
+	{"MSGAPI_RATE_BURST", "rate-burst", "40", "POST /api/messages per workspace: requests allowed at once above the rate", false},
 	{"MSGAPI_DEFAULT_REGION", "default-region", "US", "region for phone numbers without a country code", false},
 	{"MSGAPI_DEDUP_WINDOW", "dedup-window", "15m", "duplicate guard: same text to the same recipient within this window is sent once", false},
 	{"MSGAPI_DEDUP_WAIT", "dedup-wait", "3s", "duplicate guard: how long a duplicate waits for the original's message", false},
@@ -63,7 +65,7 @@ var settings = []setting{
 	{"MSGAPI_LOKI_BUFFER", "loki-buffer", "10000", "Loki: lines buffered while Loki is slow; past it the oldest lines are dropped and counted", false},
 	{"MSGAPI_LOKI_BUFFER_BYTES", "loki-buffer-bytes", "16MiB", "Loki: bytes of lines buffered while Loki is slow (KiB, MiB suffixes); past it the oldest lines are dropped and counted", false},
 	{"MSGAPI_PUBLIC_URL", "public-url", "", "inbound webhooks: the public origin vendors call (https://api.example.com), for Twilio's signature; empty: from the request and X-Forwarded-Proto/Host", false},
-	{"MSGAPI_REDIS_URL", "redis-url", "", "inbound webhooks: Redis fast path (redis://host:6379/0); empty: MongoDB alone", true},
+	{"MSGAPI_REDIS_URL", "redis-url", "", "inbound webhooks: Redis fast path, and rate limits shared by every process (redis://host:6379/0); empty: MongoDB alone, limits per process", true},
 }
 
 // values holds the resolved settings by environment name.
