@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/msgapi/msgapi"
@@ -36,19 +35,6 @@ func (c *clock) Add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
-}
-
-// secondStore opens another client on st's database: what a second msgapi
-// process has.
-func secondStore(t *testing.T, st *store.Store) *store.Store {
-	t.Helper()
-	uri, dir := storetest.URI(t)
-	s2, err := store.Open(context.Background(), store.Options{URI: uri, SQLiteDir: dir, Database: st.DB.Name(), Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s2.Close(context.Background()) })
-	return s2
 }
 
 // rounds runs f and returns the store commands it cost, after waiting for
@@ -94,7 +80,7 @@ func TestRevocationReachesEveryProcessWithinTheTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st2 := secondStore(t, st)
+	st2 := storetest.Second(t, st)
 	clk := newClock()
 	proc := workspace.New(workspace.Options{Store: st2, CacheTTL: ttl, Now: clk.Now})
 	mustAuth(t, proc, key, ws.ID)
@@ -260,7 +246,7 @@ func TestSharedLookupSurvivesACallerThatHangsUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := workspace.NewStore(secondStore(t, st), time.Minute)
+	s := workspace.NewStore(storetest.Second(t, st), time.Minute)
 	started := make(chan struct{}, 1)
 	release := make(chan struct{})
 	var lookups atomic.Int64

@@ -76,7 +76,7 @@ func TestSettings(t *testing.T) {
 	}
 
 	clk := newClock()
-	st2 := secondStore(t, st)
+	st2 := storetest.Second(t, st)
 	proc := workspace.New(workspace.Options{Store: st2, CacheTTL: 5 * time.Second, Now: clk.Now})
 	mustAuth(t, proc, key, ws.ID)
 

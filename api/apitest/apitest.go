@@ -239,11 +239,5 @@ func (e *Env) CountDocs(coll string) int64 {
 // process would have.
 func SecondStore(t testing.TB, st *store.Store) *store.Store {
 	t.Helper()
-	uri, dir := storetest.URI(t)
-	s2, err := store.Open(context.Background(), store.Options{URI: uri, SQLiteDir: dir, Database: st.DB.Name(), Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s2.Close(context.Background()) })
-	return s2
+	return storetest.Second(t, st)
 }
