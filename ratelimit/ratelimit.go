@@ -64,11 +64,23 @@ type Limiter struct {
 	buckets map[string]*rate.Limiter
 }
 
-// New returns a Limiter; rc nil keeps every bucket in process.
-func New(rc *redis.Client) *Limiter {
-	l := &Limiter{now: time.Now, buckets: map[string]*rate.Limiter{}}
-	if rc != nil {
-		l.redis = redis_rate.NewLimiter(rc)
+// Options configure New.
+type Options struct {
+	// Redis shares the buckets between processes; nil keeps them in process.
+	Redis *redis.Client
+	// Now is the in-process buckets' clock (tests); default time.Now. Redis
+	// uses its own clock.
+	Now func() time.Time
+}
+
+// New returns a Limiter.
+func New(o Options) *Limiter {
+	l := &Limiter{now: o.Now, buckets: map[string]*rate.Limiter{}}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	if o.Redis != nil {
+		l.redis = redis_rate.NewLimiter(o.Redis)
 	}
 	return l
 }

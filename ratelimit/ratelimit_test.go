@@ -17,8 +17,7 @@ import (
 
 func TestLocalBucket(t *testing.T) {
 	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
-	l := ratelimit.New(nil)
-	l.SetClock(func() time.Time { return now })
+	l := ratelimit.New(ratelimit.Options{Now: func() time.Time { return now }})
 	lim := ratelimit.Limit{PerSecond: 2, Burst: 4}
 	ctx := context.Background()
 
@@ -94,7 +93,7 @@ func fire(t *testing.T, n int, lim ratelimit.Limit, ls ...*ratelimit.Limiter) (i
 // the burst between them (documented).
 func TestLocalBucketsArePerProcess(t *testing.T) {
 	lim := ratelimit.Limit{PerSecond: 1, Burst: 5}
-	got, took := fire(t, 40, lim, ratelimit.New(nil), ratelimit.New(nil))
+	got, took := fire(t, 40, lim, ratelimit.New(ratelimit.Options{}), ratelimit.New(ratelimit.Options{}))
 	if extra := int(took.Seconds()) * 2; got < 10 || got > 10+extra {
 		t.Errorf("two processes without Redis admitted %d of 40, want 10 (2 × burst 5)", got)
 	}
@@ -104,11 +103,11 @@ func TestLocalBucketsArePerProcess(t *testing.T) {
 func TestRedisBucketIsShared(t *testing.T) {
 	rc := startRedis(t)
 	lim := ratelimit.Limit{PerSecond: 1, Burst: 5}
-	got, took := fire(t, 40, lim, ratelimit.New(rc), ratelimit.New(rc))
+	got, took := fire(t, 40, lim, ratelimit.New(ratelimit.Options{Redis: rc}), ratelimit.New(ratelimit.Options{Redis: rc}))
 	if extra := int(took.Seconds()) + 1; got < 5 || got > 5+extra {
 		t.Errorf("two processes on one Redis admitted %d of 40 in %v, want 5 (the burst, once)", got, took)
 	}
-	d, err := ratelimit.New(rc).Allow(context.Background(), "ws_shared", lim)
+	d, err := ratelimit.New(ratelimit.Options{Redis: rc}).Allow(context.Background(), "ws_shared", lim)
 	if err != nil || d.Allowed || d.Backend != ratelimit.BackendRedis || d.RetryAfter <= 0 || d.RetryAfter > time.Second {
 		t.Errorf("a third process: %+v %v, want refused by redis with 0 < RetryAfter ≤ 1s", d, err)
 	}
@@ -119,9 +118,8 @@ func TestRedisBucketIsShared(t *testing.T) {
 func TestRedisDownFallsBackToLocal(t *testing.T) {
 	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(freePort(t)), MaxRetries: -1, DialerRetries: 1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = rc.Close() })
-	l := ratelimit.New(rc)
 	now := time.Now()
-	l.SetClock(func() time.Time { return now })
+	l := ratelimit.New(ratelimit.Options{Redis: rc, Now: func() time.Time { return now }})
 	lim := ratelimit.Limit{PerSecond: 1, Burst: 2}
 	var allowed int
 	for range 5 {

@@ -6,6 +6,7 @@ package apitest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -93,6 +94,8 @@ type Options struct {
 	RateLimit ratelimit.Limit
 	// OnRateLimited observes each 429.
 	OnRateLimited func(route string)
+	// Limiter replaces the in-process limiter (e.g. one with a frozen clock).
+	Limiter api.RateLimiter
 }
 
 // SyncBuffer collects log lines from concurrent requests.
@@ -152,7 +155,7 @@ func New(t testing.TB, o Options) *Env {
 	srv := api.New(api.Options{
 		Log: log, Store: st, Workspaces: wss, AdminToken: AdminToken,
 		Idempotency: idem.Middleware,
-		Limiter:     ratelimit.New(nil), RateLimit: o.RateLimit, OnRateLimited: o.OnRateLimited,
+		Limiter:     cmp.Or[api.RateLimiter](o.Limiter, ratelimit.New(ratelimit.Options{})), RateLimit: o.RateLimit, OnRateLimited: o.OnRateLimited,
 		Send: api.SendOptions{Messages: ms, Guard: g, DefaultRegion: "US",
 			Senders: map[string]api.Sender{"sms": snd, "imessage": snd, "email": snd}},
 	})

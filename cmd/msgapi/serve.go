@@ -284,7 +284,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// Inbound webhooks: MongoDB decides; Redis, when set, only answers
 	// redeliveries of completed events sooner.
 	hooks := inbound.Options{Store: st, Workspaces: ws, Messages: ms, PublicBaseURL: v.str("MSGAPI_PUBLIC_URL")}
-	limiter := ratelimit.New(nil) // per process unless Redis is set
+	limiter := ratelimit.New(ratelimit.Options{}) // per process unless Redis is set
 	if u := v.str("MSGAPI_REDIS_URL"); u != "" {
 		rc, err := inbound.NewRedis(u)
 		if err != nil {
@@ -292,7 +292,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 		defer rc.Close()
 		hooks.Redis = rc
-		limiter = ratelimit.New(rc)
+		limiter = ratelimit.New(ratelimit.Options{Redis: rc})
 		log.Info().Msg("inbound webhooks: Redis fast path enabled; rate limits shared by every process (MSGAPI_REDIS_URL)")
 	}
 	webhooks := inbound.New(hooks)
