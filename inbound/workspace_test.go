@@ -25,7 +25,7 @@ func TestUnknownAndDisabledWorkspaces(t *testing.T) {
 		}
 	}
 	before := e.st.RoundTrips.Total()
-	assertProblem(t, e.deliver(delivery{ch: inbound.ChannelTelegram, body: telegramUpdate(5151, 7, "hi"), path: "/api/webhooks/not-a-workspace-id/telegram"}), http.StatusUnauthorized, "unauthorized")
+	assertProblem(t, e.deliver(delivery{ch: inbound.ChannelTelegram, body: telegramUpdate(5151, 7, "hi"), path: "/api/webhooks/not-a-workspace-id/telegram"}), http.StatusNotFound, "not_found")
 	if n := e.st.RoundTrips.Total() - before; n != 0 {
 		t.Errorf("a malformed workspace id: %d round trips, want 0", n)
 	}
