@@ -3,12 +3,15 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/events"
+	"github.com/msgapi/msgapi/ratelimit"
 	"github.com/msgapi/msgapi/stdwebhook"
+	"github.com/msgapi/msgapi/workspace"
 )
 
 // createWorkspace: POST /admin/workspaces {"name": "..."} → 201 with the
@@ -29,11 +32,12 @@ func (s *Server) createWorkspace(c echo.Context) error {
 	}
 	logger(c).Info().Str("event", "workspace.created").Str("workspaceId", ws.ID).Msg("workspace created")
 	return writeJSON(c, http.StatusCreated, echo.MIMEApplicationJSON, map[string]string{
-		"workspaceId": ws.ID, "name": ws.Name, "apiKey": key,
+		"workspaceId": ws.ID, "name": ws.Name, "apiKey": key, "keyId": workspace.KeyID(workspace.HashKey(key)),
 	})
 }
 
-// createKey: POST /admin/workspaces/{id}/keys → 201 {"apiKey": "..."}.
+// createKey: POST /admin/workspaces/{id}/keys → 201 {"apiKey", "keyId",
+// "prefix"}; the key is shown this once.
 func (s *Server) createKey(c echo.Context) error {
 	id := c.Param("id")
 	key, err := s.opts.Workspaces.NewKey(c.Request().Context(), id)
@@ -41,7 +45,9 @@ func (s *Server) createKey(c echo.Context) error {
 		return err
 	}
 	logger(c).Info().Str("event", "workspace.key_created").Str("workspaceId", id).Msg("API key created")
-	return writeJSON(c, http.StatusCreated, echo.MIMEApplicationJSON, map[string]string{"workspaceId": id, "apiKey": key})
+	return writeJSON(c, http.StatusCreated, echo.MIMEApplicationJSON, map[string]string{
+		"workspaceId": id, "apiKey": key, "keyId": workspace.KeyID(workspace.HashKey(key)), "prefix": workspace.Prefix(key),
+	})
 }
 
 // InboundChannels are the channels whose webhook secret a workspace can set.
@@ -78,5 +84,133 @@ func (s *Server) setSecret(c echo.Context) error {
 		return err
 	}
 	logger(c).Info().Str("event", events.AdminSecretChanged).Str("workspaceId", c.Param("id")).Str("channel", ch).Msg("workspace webhook secret changed")
+	return c.NoContent(http.StatusNoContent)
+}
+
+// workspaceView is the admin API's workspace: never its secrets, only the
+// channels that have one. A null setting means the server's default.
+type workspaceView struct {
+	WorkspaceID    string       `json:"workspaceId"`
+	Name           string       `json:"name"`
+	CreatedAt      time.Time    `json:"createdAt"`
+	Disabled       bool         `json:"disabled"`
+	Settings       settingsView `json:"settings"`
+	WebhookSecrets []string     `json:"webhookSecrets"`
+}
+
+type settingsView struct {
+	DedupWindow   *string          `json:"dedupWindow"`
+	DedupWait     *string          `json:"dedupWait"`
+	RateLimit     *ratelimit.Limit `json:"rateLimit"`
+	DefaultRegion *string          `json:"defaultRegion"`
+}
+
+func viewOf(ws workspace.Workspace) workspaceView {
+	dur := func(d *time.Duration) *string {
+		if d == nil {
+			return nil
+		}
+		s := workspace.FormatDuration(*d)
+		return &s
+	}
+	secrets := []string{}
+	for _, ch := range InboundChannels {
+		if ws.Secrets[ch] != "" {
+			secrets = append(secrets, ch)
+		}
+	}
+	return workspaceView{
+		WorkspaceID: ws.ID, Name: ws.Name, CreatedAt: ws.CreatedAt.UTC(), Disabled: ws.Disabled,
+		Settings: settingsView{
+			DedupWindow: dur(ws.Settings.DedupWindow), DedupWait: dur(ws.Settings.DedupWait),
+			RateLimit: ws.Settings.RateLimit, DefaultRegion: ptr(ws.Settings.DefaultRegion),
+		},
+		WebhookSecrets: secrets,
+	}
+}
+
+// getWorkspace: GET /admin/workspaces/{id} → 200 the workspace.
+func (s *Server) getWorkspace(c echo.Context) error {
+	ws, err := s.opts.Workspaces.Get(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, echo.MIMEApplicationJSON, viewOf(ws))
+}
+
+// updateWorkspace: PATCH /admin/workspaces/{id} with a JSON merge patch of
+// settings → 200 the workspace. Every process applies it within the key
+// cache TTL.
+func (s *Server) updateWorkspace(c echo.Context) error {
+	if err := requireJSON(c); err != nil {
+		return err
+	}
+	p, err := workspace.ParseSettingsPatch(Body(c))
+	if err != nil {
+		return err
+	}
+	id := c.Param("id")
+	ws, err := s.opts.Workspaces.UpdateSettings(c.Request().Context(), id, p)
+	if err != nil {
+		return err
+	}
+	logger(c).Info().Str("event", events.WorkspaceSettingsChanged).Str("workspaceId", id).Msg("workspace settings changed")
+	return writeJSON(c, http.StatusOK, echo.MIMEApplicationJSON, viewOf(ws))
+}
+
+// disableWorkspace and enableWorkspace: POST /admin/workspaces/{id}/disable
+// and /enable → 200 the workspace.
+func (s *Server) disableWorkspace(c echo.Context) error { return s.setDisabled(c, true) }
+func (s *Server) enableWorkspace(c echo.Context) error  { return s.setDisabled(c, false) }
+
+func (s *Server) setDisabled(c echo.Context, disabled bool) error {
+	id := c.Param("id")
+	ws, err := s.opts.Workspaces.SetDisabled(c.Request().Context(), id, disabled)
+	if err != nil {
+		return err
+	}
+	ev, msg := events.WorkspaceEnabled, "workspace enabled"
+	if disabled {
+		ev, msg = events.WorkspaceDisabled, "workspace disabled: its API keys and webhooks are refused"
+	}
+	logger(c).Info().Str("event", ev).Str("workspaceId", id).Msg(msg)
+	return writeJSON(c, http.StatusOK, echo.MIMEApplicationJSON, viewOf(ws))
+}
+
+// keyView is one API key as the admin API shows it: never the key.
+type keyView struct {
+	ID         string     `json:"id"`
+	Prefix     *string    `json:"prefix"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	LastUsedAt *time.Time `json:"lastUsedAt"`
+}
+
+// listKeys: GET /admin/workspaces/{id}/keys → 200 {"keys": [...]}, oldest
+// first.
+func (s *Server) listKeys(c echo.Context) error {
+	id := c.Param("id")
+	keys, err := s.opts.Workspaces.Keys(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	out := make([]keyView, 0, len(keys))
+	for _, k := range keys {
+		v := keyView{ID: k.ID, Prefix: ptr(k.Prefix), CreatedAt: k.CreatedAt.UTC(), LastUsedAt: k.LastUsedAt}
+		if v.LastUsedAt != nil {
+			t := v.LastUsedAt.UTC()
+			v.LastUsedAt = &t
+		}
+		out = append(out, v)
+	}
+	return writeJSON(c, http.StatusOK, echo.MIMEApplicationJSON, map[string]any{"workspaceId": id, "keys": out})
+}
+
+// revokeKey: DELETE /admin/workspaces/{id}/keys/{keyId} → 204.
+func (s *Server) revokeKey(c echo.Context) error {
+	id, keyID := c.Param("id"), c.Param("keyId")
+	if err := s.opts.Workspaces.RevokeKey(c.Request().Context(), id, keyID); err != nil {
+		return err
+	}
+	logger(c).Info().Str("event", events.WorkspaceKeyRevoked).Str("workspaceId", id).Str("keyId", keyID).Msg("API key revoked")
 	return c.NoContent(http.StatusNoContent)
 }

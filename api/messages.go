@@ -118,7 +118,7 @@ func (s *Server) sendMessage(c echo.Context) error {
 	if err := requireJSON(c); err != nil {
 		return err
 	}
-	req, err := messages.ParseSendRequest(Body(c), o.DefaultRegion)
+	req, err := messages.ParseSendRequest(Body(c), ws.DefaultRegion(o.DefaultRegion))
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ func (s *Server) routes(e *echo.Echo) {
 	openapi.Register(e) // GET /openapi.yaml, GET /docs
 
 	api := e.Group("/api", s.authenticate)
-	send := []echo.MiddlewareFunc{readBody}
+	send := []echo.MiddlewareFunc{s.rateLimit, readBody} // 429 before any store work
 	if s.opts.Idempotency != nil {
 		send = append(send, s.opts.Idempotency) // after auth, before validation and the guard
 	}
@@ -31,6 +31,12 @@ func (s *Server) routes(e *echo.Echo) {
 	admin.POST("/workspaces", s.createWorkspace, readBody)
 	admin.POST("/workspaces/:id/keys", s.createKey)
 	admin.PUT("/workspaces/:id/secrets/:channel", s.setSecret, readBody)
+	admin.GET("/workspaces/:id", s.getWorkspace)
+	admin.PATCH("/workspaces/:id", s.updateWorkspace, readBody)
+	admin.POST("/workspaces/:id/disable", s.disableWorkspace)
+	admin.POST("/workspaces/:id/enable", s.enableWorkspace)
+	admin.GET("/workspaces/:id/keys", s.listKeys)
+	admin.DELETE("/workspaces/:id/keys/:keyId", s.revokeKey)
 
 	if s.opts.Extra != nil {
 		s.opts.Extra(e)

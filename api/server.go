@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
+	"github.com/msgapi/msgapi/ratelimit"
 	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/workspace"
 )
@@ -34,6 +35,12 @@ type Options struct {
 	Extra func(e *echo.Echo)
 	// Middleware runs first on every request (e.g. metrics).
 	Middleware []echo.MiddlewareFunc
+	// Limiter limits POST /api/messages per workspace (nil: no limit) to
+	// the workspace's own limit, else RateLimit (the zero Limit: none).
+	Limiter   RateLimiter
+	RateLimit ratelimit.Limit
+	// OnRateLimited, optional, observes each 429 by route template.
+	OnRateLimited func(route string)
 }
 
 // Server holds the handlers' dependencies.

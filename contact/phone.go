@@ -112,3 +112,10 @@ func NormalizePhone(raw, defaultRegion string) (string, error) {
 	}
 	return out, nil
 }
+
+// Region returns raw as a region code NormalizePhone understands (an ISO
+// 3166-1 alpha-2 code with phone metadata, upper case) and whether it is one.
+func Region(raw string) (string, bool) {
+	r := strings.ToUpper(strings.TrimSpace(raw))
+	return r, len(r) == 2 && phonenumbers.GetSupportedRegions()[r]
+}

@@ -135,3 +135,19 @@ func FuzzNormalizePhone(f *testing.F) {
 		}
 	})
 }
+
+func TestRegion(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string
+		ok   bool
+	}{
+		{"US", "US", true}, {" gb ", "GB", true}, {"de", "DE", true},
+		{"", "", false}, {"ZZ", "ZZ", false}, {"USA", "USA", false}, {"001", "001", false}, {"U", "U", false},
+	} {
+		got, ok := Region(tc.in)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("Region(%q) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -37,6 +37,12 @@ const (
 	// Panic: a handler panicked; the caller got a 500 and the process
 	// kept serving. The line carries the stack.
 	Panic = "http.panic"
+
+	WorkspaceKeyRevoked      = "workspace.key_revoked"
+	WorkspaceDisabled        = "workspace.disabled"
+	WorkspaceEnabled         = "workspace.enabled"
+	WorkspaceSettingsChanged = "workspace.settings_changed"
+	RateLimitBackendError    = "api.rate_limit_backend_error"
 )
 
 // Audit events of the admin API. They name what changed, never a secret.

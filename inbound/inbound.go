@@ -249,10 +249,12 @@ func knownChannel(ch string) bool {
 }
 
 // secret returns the workspace's secret for the channel ("" when none is
-// set) and whether the workspace exists. Both gaps end in the same 401.
+// set) and whether the workspace exists and is enabled. Both gaps end in
+// the same 401. Unknown workspace ids are remembered (workspace.Find), so a
+// flood of made-up ids costs the store one read per distinct id.
 func (h *Handler) secret(ctx context.Context, wsID, ch string) (string, bool, error) {
-	ws, err := h.workspaces.Get(ctx, wsID)
-	if msgapi.ErrorCode(err) == msgapi.CodeNotFound {
+	ws, err := h.workspaces.Find(ctx, wsID)
+	if msgapi.ErrorCode(err) == msgapi.CodeNotFound || ws.Disabled {
 		return "", false, nil
 	}
 	if err != nil {

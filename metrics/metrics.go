@@ -46,6 +46,7 @@ type Metrics struct {
 	loki        *lokiCollector
 	lost        prometheus.Counter
 	eventNames  *labelSet
+	rateLimited *prometheus.CounterVec
 }
 
 // New registers msgapi's collectors, plus the Go runtime and process
@@ -88,6 +89,10 @@ func New() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15), // 0.25 ms .. 4 s
 		}, []string{"command"}),
 		eventNames: &labelSet{max: maxEventNames, seen: map[string]bool{}},
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "msgapi_rate_limited_total",
+			Help: "Requests refused with 429 because their workspace was over its rate limit, by route template.",
+		}, []string{"route"}),
 		loki: &lokiCollector{
 			dropped: prometheus.NewDesc("msgapi_loki_lines_dropped_total",
 				"Log lines that never reached Loki, by reason: queue_full (Loki slow or down; the oldest queued lines make room), push_failed (the client gave up after retries), shutdown (the final flush ran out of time).",
@@ -101,7 +106,7 @@ func New() *Metrics {
 		},
 	}
 	m.reg.MustRegister(
-		m.requests, m.latency, m.sends, m.duplicates, m.idempotency, m.events, m.store, m.loki, m.lost,
+		m.requests, m.latency, m.sends, m.duplicates, m.idempotency, m.events, m.store, m.loki, m.lost, m.rateLimited,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -167,6 +172,9 @@ func (m *Metrics) Duplicate(mode string) { m.duplicates.WithLabelValues(mode).In
 // "conflict_mismatch", "taken_over"); until it calls it, msgapi_events_total
 // counts replays and conflicts from their events.
 func (m *Metrics) Idempotency(outcome string) { m.idempotency.WithLabelValues(outcome).Inc() }
+
+// RateLimited counts one 429 (api.Options.OnRateLimited).
+func (m *Metrics) RateLimited(route string) { m.rateLimited.WithLabelValues(route).Inc() }
 
 // StoreCommand observes one store round trip; pass it to
 // store.Counter.Observe.

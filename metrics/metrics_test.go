@@ -246,3 +246,13 @@ func between(s, start, end string) string {
 	v, _, _ := strings.Cut(rest, end)
 	return v
 }
+
+func TestRateLimited(t *testing.T) {
+	m := New()
+	m.RateLimited("/api/messages")
+	m.RateLimited("/api/messages")
+	body := serve(newEcho(m), http.MethodGet, "/metrics").Body.String()
+	if want := `msgapi_rate_limited_total{route="/api/messages"} 2`; !strings.Contains(body, want) {
+		t.Errorf("/metrics lacks %q", want)
+	}
+}

@@ -44,6 +44,8 @@ func TestLoad(t *testing.T) {
 var wantOperations = []string{
 	"POST /api/messages", "GET /api/messages/{id}", "DELETE /api/dedup-locks/{lockId}",
 	"POST /admin/workspaces", "POST /admin/workspaces/{id}/keys", "PUT /admin/workspaces/{id}/secrets/{channel}",
+	"GET /admin/workspaces/{id}", "PATCH /admin/workspaces/{id}", "POST /admin/workspaces/{id}/disable",
+	"POST /admin/workspaces/{id}/enable", "GET /admin/workspaces/{id}/keys", "DELETE /admin/workspaces/{id}/keys/{keyId}",
 	"POST /api/webhooks/{workspaceId}/{channel}",
 	"GET /healthz", "GET /readyz", "GET /metrics", "GET /openapi.yaml", "GET /docs",
 }

@@ -250,6 +250,12 @@ var excluded = map[string]string{
 	"createWorkspace 500":  noInternal,
 	"createApiKey 500":     noInternal,
 	"setWebhookSecret 500": noInternal,
+	"getWorkspace 500":     noInternal,
+	"updateWorkspace 500":  noInternal,
+	"disableWorkspace 500": noInternal,
+	"enableWorkspace 500":  noInternal,
+	"listApiKeys 500":      noInternal,
+	"revokeApiKey 500":     noInternal,
 	"deleteDedupLock 500":  noInternal,
 	"receiveWebhook 500":   noInternal,
 }

@@ -106,6 +106,63 @@ func TestContract(t *testing.T) {
 		relaySecret := "/admin/workspaces/" + ws + "/secrets/email"
 		wantStatus(t, c.do(t, a, call{method: "PUT", path: relaySecret, token: admin, body: `{"secret":"whsec_not base64"}`}), 400)
 		wantStatus(t, c.do(t, a, call{method: "PUT", path: relaySecret, token: admin, body: `{"secret":"` + stdwebhook.NewSecret() + `"}`}), 204)
+
+		// A workspace's settings, keys, and disable / enable.
+		wsPath := "/admin/workspaces/" + ws
+		got := wantStatus(t, c.do(t, a, call{method: "GET", path: wsPath, token: admin}), 200).json(t)
+		if s, _ := got["webhookSecrets"].([]any); len(s) != 2 || s[0] != "telegram" || s[1] != "email" || strings.Contains(fmt.Sprint(got), tgSecret) {
+			t.Errorf("GET workspace %v: want the telegram and email channels named and no secret", got)
+		}
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/admin/workspaces/ws_nope", token: admin}), 404)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: wsPath, token: "wrong"}), 401)
+		patched := wantStatus(t, c.do(t, a, call{method: "PATCH", path: wsPath, token: admin, body: `{"dedupWindow":"20m","defaultRegion":"us"}`}), 200).json(t)
+		if st := patched["settings"].(map[string]any); st["dedupWindow"] != "20m" || st["defaultRegion"] != "US" {
+			t.Errorf("PATCH: settings %v", st)
+		}
+		wantStatus(t, c.do(t, a, call{method: "PATCH", path: wsPath, token: admin, body: `{"dedupWindow":null,"defaultRegion":null}`}), 200)
+		wantStatus(t, c.do(t, a, call{method: "PATCH", path: wsPath, token: admin, body: `{"dedupWait":"1h"}`}), 400)
+		wantStatus(t, c.do(t, a, call{method: "PATCH", path: "/admin/workspaces/ws_nope", token: admin, body: `{}`}), 404)
+		wantStatus(t, c.do(t, a, call{method: "PATCH", path: wsPath, token: "wrong", body: `{}`}), 401)
+		wantStatus(t, c.do(t, a, call{method: "PATCH", path: wsPath, token: admin, body: tooLarge(), chunked: true}), 413)
+		wantStatus(t, c.do(t, a, call{method: "PATCH", path: wsPath, token: admin, body: "x", contentType: "text/plain"}), 415)
+
+		// A second workspace to revoke keys of, disable and rate-limit.
+		m2 := wantStatus(t, c.do(t, a, call{method: "POST", path: "/admin/workspaces", token: admin, body: `{"name":"Contract two"}`}), 201).json(t)
+		ws2, key2 := m2["workspaceId"].(string), m2["apiKey"].(string)
+		ws2Path := "/admin/workspaces/" + ws2
+		extra := wantStatus(t, c.do(t, a, call{method: "POST", path: ws2Path + "/keys", token: admin}), 201).json(t)
+		list := wantStatus(t, c.do(t, a, call{method: "GET", path: ws2Path + "/keys", token: admin}), 200).json(t)
+		if k, _ := list["keys"].([]any); len(k) != 2 || strings.Contains(fmt.Sprint(list), key2) {
+			t.Errorf("key list %v: want 2 keys, never a key", list)
+		}
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/admin/workspaces/ws_nope/keys", token: admin}), 404)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: ws2Path + "/keys", token: "wrong"}), 401)
+		revoke := ws2Path + "/keys/" + extra["keyId"].(string)
+		wantStatus(t, c.do(t, a, call{method: "DELETE", path: revoke, token: admin}), 204)
+		wantStatus(t, c.do(t, a, call{method: "DELETE", path: revoke, token: admin}), 404)
+		wantStatus(t, c.do(t, a, call{method: "DELETE", path: revoke, token: "wrong"}), 401)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/messages", token: extra["apiKey"].(string), body: `{"channel":"sms","recipientPhone":"+15550100090","body":"Revoked"}`}), 401)
+
+		two := `{"channel":"sms","recipientPhone":"+15550100091","body":"Workspace two"}`
+		if d := wantStatus(t, c.do(t, a, call{method: "POST", path: ws2Path + "/disable", token: admin}), 200).json(t); d["disabled"] != true {
+			t.Errorf("disable: %v", d)
+		}
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/messages", token: key2, body: two}), 401)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: ws2Path + "/enable", token: admin}), 200)
+		for _, op := range []string{"/disable", "/enable"} {
+			wantStatus(t, c.do(t, a, call{method: "POST", path: "/admin/workspaces/ws_nope" + op, token: admin}), 404)
+			wantStatus(t, c.do(t, a, call{method: "POST", path: ws2Path + op, token: "wrong"}), 401)
+		}
+
+		// Its own rate limit, one request at a time: the second is 429.
+		wantStatus(t, c.do(t, a, call{method: "PATCH", path: ws2Path, token: admin, body: `{"rateLimit":{"perSecond":1,"burst":1}}`}), 200)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/messages", token: key2, body: two}), 201)
+		if r := wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/messages", token: key2, body: two}), 429); r.header.Get("Retry-After") != "1" {
+			t.Errorf("429 Retry-After %q, want 1", r.header.Get("Retry-After"))
+		}
+		if r := c.do(t, a, call{method: "GET", path: "/metrics"}); !bytes.Contains(r.body, []byte(`msgapi_rate_limited_total{route="/api/messages"} 1`)) {
+			t.Error("/metrics does not count the 429")
+		}
 	})
 	if ws == "" {
 		t.Fatal("no workspace: the rest cannot run")
@@ -287,6 +344,12 @@ func TestContract(t *testing.T) {
 			{method: "POST", path: "/admin/workspaces", token: admin, body: `{"name":"Down"}`},
 			{method: "POST", path: "/admin/workspaces/" + ws + "/keys", token: admin},
 			{method: "PUT", path: "/admin/workspaces/" + ws + "/secrets/telegram", token: admin, body: `{"secret":"x"}`},
+			{method: "GET", path: "/admin/workspaces/" + ws, token: admin},
+			{method: "PATCH", path: "/admin/workspaces/" + ws, token: admin, body: `{"dedupWait":"1s"}`},
+			{method: "POST", path: "/admin/workspaces/" + ws + "/disable", token: admin},
+			{method: "POST", path: "/admin/workspaces/" + ws + "/enable", token: admin},
+			{method: "GET", path: "/admin/workspaces/" + ws + "/keys", token: admin},
+			{method: "DELETE", path: "/admin/workspaces/" + ws + "/keys/key_aaaaaaaaaaaaaaaaaaaaaaaaaa", token: admin},
 			{method: "POST", path: hook, body: `{"update_id":1002}`, header: tg},
 		}
 		var wg sync.WaitGroup

@@ -304,6 +304,7 @@ func TestLokiUnreachableKeepsAnswering(t *testing.T) {
 	env := embeddedEnv(t, t.TempDir())
 	env["MSGAPI_LOKI_URL"] = "http://" + freeAddr(t) + "/loki/api/v1/push" // freeAddr closes its listener
 	env["MSGAPI_LOKI_BUFFER"] = "20"
+	env["MSGAPI_RATE_LIMIT"] = "0" // 200 sends as fast as they go: not a rate-limit test
 	p := start(t, env)
 	_, key := p.createWorkspace(admin)
 

@@ -31,6 +31,7 @@ func TestRoundTripBudgets(t *testing.T) {
 	if first.Status != http.StatusCreated {
 		t.Fatalf("first send: %d %s", first.Status, first.Body)
 	}
+	e.Workspaces.Wait() // the key's lastUsedAt, written off the request path
 
 	t.Run("authentication on a warm cache", func(t *testing.T) {
 		// An invalid body is refused after authentication and before any

@@ -1,18 +1,24 @@
-// Package workspace owns workspaces (customer accounts) and their API keys.
+// Package workspace owns workspaces (customer accounts), their settings and
+// their API keys, and decides which key is worth which workspace, and for
+// how long a process may believe it.
 //
 // A key is 32 random bytes shown once, at creation. Only its SHA-256 is
 // stored, as the _id of its api_keys document, so authentication is one read
 // by _id and a leaked database holds no usable key. Plain SHA-256 (not a slow
 // password hash) is right here because the key has 256 bits of entropy:
 // there is nothing to brute-force.
+//
+// Each process caches key → workspace (with the workspace's settings) for at
+// most the cache TTL, so a revoked key, a disabled workspace or a changed
+// setting takes effect in every process within that bound; keys in use are
+// re-read in the background before they expire, so in steady state the
+// request path costs no round trip. Unknown keys and unknown webhook
+// workspace ids are remembered for a while in bounded negative caches, so a
+// flood of made-up credentials costs the store one read per distinct value.
 package workspace
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"sync"
@@ -22,38 +28,45 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/secrets"
 	"github.com/msgapi/msgapi/store"
 )
 
-// KeyPrefix starts every API key, so a leaked key is recognisable (secret
-// scanners) and a key pasted into the wrong header is easy to spot.
-const KeyPrefix = "mk_"
-
 // Collections used by this package.
 var Collections = []store.Collection{{Name: "workspaces"}, {Name: "api_keys"}}
 
 // Workspace is one customer account.
 type Workspace struct {
-	ID        string    `bson:"_id" json:"workspaceId"`
-	Name      string    `bson:"name" json:"name"`
-	CreatedAt time.Time `bson:"createdAt" json:"createdAt"`
+	ID        string    `bson:"_id"`
+	Name      string    `bson:"name"`
+	CreatedAt time.Time `bson:"createdAt"`
+	// Disabled workspaces are refused everywhere: their API keys
+	// authenticate nothing and their webhooks are not recorded.
+	Disabled bool `bson:"disabled,omitempty"`
+	// Settings override server settings for this workspace; read them
+	// through DedupWindow, DedupWait, DefaultRegion and RateLimit.
+	Settings Settings `bson:"settings,omitempty"`
 	// Secrets holds per-channel inbound webhook secrets (slack, twilio,
 	// telegram, email) as stored: sealed when a keyring is configured, so
 	// read them with Store.Secret. Never returned by the API.
 	Secrets map[string]string `bson:"secrets,omitempty" json:"-"`
 }
 
-type apiKey struct {
-	Hash        string    `bson:"_id"`
-	WorkspaceID string    `bson:"workspaceId"`
-	CreatedAt   time.Time `bson:"createdAt"`
+// Options configure New.
+type Options struct {
+	Store *store.Store
+	// CacheTTL bounds how long a process trusts what it read about a key:
+	// a revoked key, a disabled workspace or a changed setting takes effect
+	// within it. 0 disables the cache (every request reads the store).
+	CacheTTL time.Duration
+	// Now is the clock (tests); default time.Now.
+	Now func() time.Time
 }
 
-// Store reads and writes workspaces and keys, with a short-lived in-process
-// cache of key → workspace so authentication costs no round trip when warm.
+// Store reads and writes workspaces and keys.
 type Store struct {
 	workspaces *mongo.Collection
 	keys       *mongo.Collection
@@ -62,31 +75,45 @@ type Store struct {
 	keyring    *secrets.Keyring // seals channel secrets; nil stores them in clear (secrets.go)
 
 	mu    sync.Mutex
-	cache map[string]cached // key hash → workspace
-	// group collapses concurrent cold lookups of one key into one read, so a
+	cache map[string]*cached // key hash → what the key is worth
+	// group collapses concurrent lookups of one key into one read, so a
 	// burst on a cold cache costs the store one lookup, not one per request.
-	group singleflight.Group
+	group        singleflight.Group
+	unknownKeys  *negative // key hashes the store does not know
+	unknownSpace *negative // workspace ids the store does not know (webhooks)
+	bg           sync.WaitGroup
+
+	// beforeLookup, when set (tests), runs at the start of every store
+	// lookup of a key, with the lookup's context.
+	beforeLookup func(ctx context.Context)
 }
 
-type cached struct {
-	ws      Workspace
-	expires time.Time
-}
-
-// maxCached bounds the cache; past it the cache is cleared (cheap, and
-// refilled by the next requests).
-const maxCached = 10000
-
-// NewStore returns a Store. cacheTTL 0 disables the cache.
-func NewStore(s *store.Store, cacheTTL time.Duration) *Store {
+// New returns a Store.
+func New(o Options) *Store {
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
 	return &Store{
-		workspaces: s.Collection("workspaces"),
-		keys:       s.Collection("api_keys"),
-		cacheTTL:   cacheTTL,
-		now:        time.Now,
-		cache:      map[string]cached{},
+		workspaces:   o.Store.Collection("workspaces"),
+		keys:         o.Store.Collection("api_keys"),
+		cacheTTL:     o.CacheTTL,
+		now:          now,
+		cache:        map[string]*cached{},
+		unknownKeys:  newNegative(NegativeTTL, NegativeSize),
+		unknownSpace: newNegative(NegativeTTL, NegativeSize),
 	}
 }
+
+// NewStore returns a Store with the given key cache TTL (0 disables it).
+func NewStore(s *store.Store, cacheTTL time.Duration) *Store {
+	return New(Options{Store: s, CacheTTL: cacheTTL})
+}
+
+// Wait returns once the background work started so far (key refreshes and
+// lastUsedAt writes) has finished: for shutdown and for tests that count
+// round trips.
+func (s *Store) Wait() { s.bg.Wait() }
 
 // Create makes a workspace and its first API key, returned once.
 func (s *Store) Create(ctx context.Context, name string) (Workspace, string, error) {
@@ -106,36 +133,52 @@ func (s *Store) Create(ctx context.Context, name string) (Workspace, string, err
 	return ws, key, nil
 }
 
-// NewKey adds an API key to an existing workspace.
-func (s *Store) NewKey(ctx context.Context, workspaceID string) (string, error) {
-	if _, err := s.Get(ctx, workspaceID); err != nil {
-		return "", err
-	}
-	return s.addKey(ctx, workspaceID)
-}
-
-func (s *Store) addKey(ctx context.Context, workspaceID string) (string, error) {
-	var b [32]byte
-	_, _ = rand.Read(b[:])
-	key := KeyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
-	doc := apiKey{Hash: HashKey(key), WorkspaceID: workspaceID, CreatedAt: s.now().UTC()}
-	if _, err := s.keys.InsertOne(ctx, doc); err != nil {
-		return "", msgapi.Unavailable(fmt.Errorf("insert api key: %w", err))
-	}
-	return key, nil
-}
-
-// Get reads a workspace by id.
+// Get reads a workspace by id (no cache: the admin API's view).
 func (s *Store) Get(ctx context.Context, id string) (Workspace, error) {
 	var ws Workspace
 	err := s.workspaces.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&ws)
 	switch {
 	case store.IsNotFound(err):
-		return Workspace{}, msgapi.Errorf(msgapi.CodeNotFound, "workspace %q does not exist", id)
+		return Workspace{}, errNoWorkspace(id)
 	case err != nil:
 		return Workspace{}, msgapi.Unavailable(fmt.Errorf("read workspace %s: %w", id, err))
 	}
 	return ws, nil
+}
+
+// Find is Get for unauthenticated callers (inbound webhooks): an id that is
+// not shaped like a workspace id, or that the store did not know a moment
+// ago, is CodeNotFound without a round trip.
+func (s *Store) Find(ctx context.Context, id string) (Workspace, error) {
+	if !ValidID(id) || s.unknownSpace.has(id, s.now()) {
+		return Workspace{}, errNoWorkspace("")
+	}
+	ws, err := s.Get(ctx, id)
+	if msgapi.ErrorCode(err) == msgapi.CodeNotFound {
+		s.unknownSpace.add(id, s.now())
+	}
+	return ws, err
+}
+
+// ValidID reports whether id has the shape of a workspace id: "ws_" and 26
+// lower-case base32 characters (msgapi.NewID).
+func ValidID(id string) bool {
+	if len(id) != 29 || !strings.HasPrefix(id, "ws_") {
+		return false
+	}
+	for _, c := range id[3:] {
+		if !('a' <= c && c <= 'z' || '2' <= c && c <= '7') {
+			return false
+		}
+	}
+	return true
+}
+
+func errNoWorkspace(id string) error {
+	if id == "" {
+		return msgapi.Errorf(msgapi.CodeNotFound, "no such workspace")
+	}
+	return msgapi.Errorf(msgapi.CodeNotFound, "workspace %q does not exist", id)
 }
 
 // SetSecret stores a per-channel inbound webhook secret on a workspace,
@@ -151,64 +194,43 @@ func (s *Store) SetSecret(ctx context.Context, id, channel, secret string) error
 		return msgapi.Unavailable(fmt.Errorf("set %s secret on %s: %w", channel, id, err))
 	}
 	if res.MatchedCount == 0 {
-		return msgapi.Errorf(msgapi.CodeNotFound, "workspace %q does not exist", id)
+		return errNoWorkspace(id)
 	}
 	return nil
 }
 
-// Authenticate resolves an API key to its workspace. A missing or unknown
-// key is CodeUnauthorized; the key itself never appears in an error.
-func (s *Store) Authenticate(ctx context.Context, key string) (Workspace, error) {
-	if !strings.HasPrefix(key, KeyPrefix) || len(key) > 200 {
-		return Workspace{}, errUnauthorized
+// UpdateSettings applies a settings patch and returns the workspace. Every
+// process sees the change within the cache TTL; this one at once.
+func (s *Store) UpdateSettings(ctx context.Context, id string, p SettingsPatch) (Workspace, error) {
+	if p.Empty() {
+		return s.Get(ctx, id)
 	}
-	h := HashKey(key)
-	now := s.now()
-	if s.cacheTTL > 0 {
-		s.mu.Lock()
-		c, ok := s.cache[h]
-		s.mu.Unlock()
-		if ok && now.Before(c.expires) {
-			return c.ws, nil
-		}
-	}
-	v, err, _ := s.group.Do(h, func() (any, error) { return s.lookup(ctx, h) })
-	if err != nil {
-		return Workspace{}, err
-	}
-	ws := v.(Workspace)
-	if s.cacheTTL > 0 {
-		s.mu.Lock()
-		if len(s.cache) >= maxCached {
-			clear(s.cache)
-		}
-		s.cache[h] = cached{ws: ws, expires: now.Add(s.cacheTTL)}
-		s.mu.Unlock()
-	}
-	return ws, nil
+	return s.update(ctx, id, p.update())
 }
 
-// lookup reads the key's workspace from the store: two reads by _id.
-func (s *Store) lookup(ctx context.Context, hash string) (Workspace, error) {
-	var k apiKey
-	err := s.keys.FindOne(ctx, bson.D{{Key: "_id", Value: hash}}).Decode(&k)
+// SetDisabled disables (or enables) a workspace and returns it. Its keys
+// are refused (or accepted again) in every process within the cache TTL;
+// in this one at once.
+func (s *Store) SetDisabled(ctx context.Context, id string, disabled bool) (Workspace, error) {
+	u := bson.D{{Key: "$set", Value: bson.D{{Key: "disabled", Value: true}}}}
+	if !disabled {
+		u = bson.D{{Key: "$unset", Value: bson.D{{Key: "disabled", Value: ""}}}}
+	}
+	return s.update(ctx, id, u)
+}
+
+// update changes one workspace document and forgets this process's cached
+// copies of it. Last writer wins: these are settings, not races to decide.
+func (s *Store) update(ctx context.Context, id string, u bson.D) (Workspace, error) {
+	var ws Workspace
+	err := s.workspaces.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: id}}, u,
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&ws)
 	switch {
 	case store.IsNotFound(err):
-		return Workspace{}, errUnauthorized
+		return Workspace{}, errNoWorkspace(id)
 	case err != nil:
-		return Workspace{}, msgapi.Unavailable(fmt.Errorf("read api key: %w", err))
+		return Workspace{}, msgapi.Unavailable(fmt.Errorf("update workspace %s: %w", id, err))
 	}
-	ws, err := s.Get(ctx, k.WorkspaceID)
-	if msgapi.ErrorCode(err) == msgapi.CodeNotFound {
-		return Workspace{}, errUnauthorized
-	}
-	return ws, err
-}
-
-var errUnauthorized = msgapi.Errorf(msgapi.CodeUnauthorized, "a valid API key is required: Authorization: Bearer <key>")
-
-// HashKey is the stored form of a key: hex SHA-256.
-func HashKey(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])
+	s.forgetWorkspace(id)
+	return ws, nil
 }

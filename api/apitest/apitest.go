@@ -6,6 +6,7 @@ package apitest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"github.com/msgapi/msgapi/guard"
 	"github.com/msgapi/msgapi/idempotency"
 	"github.com/msgapi/msgapi/messages"
+	"github.com/msgapi/msgapi/ratelimit"
 	"github.com/msgapi/msgapi/sender"
 	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/store/storetest"
@@ -70,6 +72,9 @@ type Env struct {
 	Sender *CountingSender
 	Logs   *SyncBuffer
 	Guard  *guard.Guard
+	// Workspaces is the server's workspace store (Wait for its background
+	// writes before counting round trips).
+	Workspaces *workspace.Store
 }
 
 // Options tune an Env; zero values take the production defaults.
@@ -84,6 +89,13 @@ type Options struct {
 	// Now is this server's clock for the guard and the Idempotency-Key
 	// layer (default time.Now): a skewed or advanced clock.
 	Now func() time.Time
+	// RateLimit is the default per-workspace limit on POST /api/messages;
+	// the zero value limits only workspaces that have their own limit.
+	RateLimit ratelimit.Limit
+	// OnRateLimited observes each 429.
+	OnRateLimited func(route string)
+	// Limiter replaces the in-process limiter (e.g. one with a frozen clock).
+	Limiter api.RateLimiter
 }
 
 // SyncBuffer collects log lines from concurrent requests.
@@ -139,15 +151,17 @@ func New(t testing.TB, o Options) *Env {
 	ms := messages.NewStore(st)
 	g := guard.New(guard.Options{Store: st, Window: o.Window, Wait: o.DedupWait, Lease: o.DedupLease, Now: o.Now, Sibling: api.SiblingReader(ms), Fence: ms.Fence})
 	idem := idempotency.New(idempotency.Options{Store: st, Lease: o.IdemLease, Now: o.Now, WorkspaceID: api.WorkspaceID, Body: api.Body, Commits: api.Commits{Messages: ms}})
+	wss := workspace.NewStore(st, time.Minute)
 	srv := api.New(api.Options{
-		Log: log, Store: st, Workspaces: workspace.NewStore(st, time.Minute), AdminToken: AdminToken,
+		Log: log, Store: st, Workspaces: wss, AdminToken: AdminToken,
 		Idempotency: idem.Middleware,
+		Limiter:     cmp.Or[api.RateLimiter](o.Limiter, ratelimit.New(ratelimit.Options{})), RateLimit: o.RateLimit, OnRateLimited: o.OnRateLimited,
 		Send: api.SendOptions{Messages: ms, Guard: g, DefaultRegion: "US",
 			Senders: map[string]api.Sender{"sms": snd, "imessage": snd, "email": snd}},
 	})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	e := &Env{t: t, Store: st, URL: hs.URL, Sender: snd, Logs: logs, Guard: g}
+	e := &Env{t: t, Store: st, URL: hs.URL, Sender: snd, Logs: logs, Guard: g, Workspaces: wss}
 	if o.Store == nil {
 		var out struct{ WorkspaceID, APIKey string }
 		e.Do(http.MethodPost, "/admin/workspaces", AdminToken, `{"name":"Acme"}`, nil).Decode(&out)
@@ -228,11 +242,5 @@ func (e *Env) CountDocs(coll string) int64 {
 // process would have.
 func SecondStore(t testing.TB, st *store.Store) *store.Store {
 	t.Helper()
-	uri, dir := storetest.URI(t)
-	s2, err := store.Open(context.Background(), store.Options{URI: uri, SQLiteDir: dir, Database: st.DB.Name(), Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s2.Close(context.Background()) })
-	return s2
+	return storetest.Second(t, st)
 }

@@ -133,3 +133,30 @@ func TestLokiBufferBytes(t *testing.T) {
 		})
 	}
 }
+
+func TestRateLimitSettings(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string // "" for valid
+	}{
+		{map[string]string{}, ""},
+		{map[string]string{"MSGAPI_RATE_LIMIT": "0", "MSGAPI_RATE_BURST": "0"}, ""},
+		{map[string]string{"MSGAPI_RATE_LIMIT": "fast"}, "MSGAPI_RATE_LIMIT"},
+		{map[string]string{"MSGAPI_RATE_LIMIT": "5", "MSGAPI_RATE_BURST": "0"}, "MSGAPI_RATE_BURST"},
+		{map[string]string{"MSGAPI_RATE_BURST": "-1"}, "MSGAPI_RATE_BURST"},
+	} {
+		v, _, err := loadValues("t", nil, func(k string) string { return tc.env[k] }, &bytes.Buffer{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := parseConfig(v)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.env, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: %v, want an error naming %s", tc.env, err, tc.want)
+		case len(tc.env) == 0 && (c.rateLimit.PerSecond != 20 || c.rateLimit.Burst != 40 || c.keyCacheTTL.String() != "5s"):
+			t.Errorf("defaults: rate %+v, key cache TTL %v; want 20/s burst 40, 5s", c.rateLimit, c.keyCacheTTL)
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/msgapi/msgapi/messages"
 	"github.com/msgapi/msgapi/metrics"
 	"github.com/msgapi/msgapi/outcome"
+	"github.com/msgapi/msgapi/ratelimit"
 	"github.com/msgapi/msgapi/secrets"
 	"github.com/msgapi/msgapi/sender"
 	"github.com/msgapi/msgapi/store"
@@ -53,6 +54,7 @@ type config struct {
 	adminToken      string           // trimmed; "" disables /admin/*
 	keyring         *secrets.Keyring // nil: secrets stored in clear
 	proxies         []netip.Prefix   // MSGAPI_TRUSTED_PROXIES
+	rateLimit       ratelimit.Limit
 }
 
 func parseConfig(v values) (config, error) {
@@ -77,9 +79,13 @@ func parseConfig(v values) (config, error) {
 		smtpPort:        v.int("MSGAPI_SMTP_PORT", &errs),
 		lokiBuffer:      v.int("MSGAPI_LOKI_BUFFER", &errs),
 		lokiBufferBytes: v.bytes("MSGAPI_LOKI_BUFFER_BYTES", &errs),
+		rateLimit:       ratelimit.Limit{PerSecond: v.int("MSGAPI_RATE_LIMIT", &errs), Burst: v.int("MSGAPI_RATE_BURST", &errs)},
 	}
 	if c.lokiBufferBytes > 0 && c.lokiBufferBytes < 64<<10 {
 		errs = append(errs, "MSGAPI_LOKI_BUFFER_BYTES must be at least 64KiB (four of the longest lines)")
+	}
+	if c.rateLimit.PerSecond > 0 && c.rateLimit.Burst < 1 {
+		errs = append(errs, "MSGAPI_RATE_BURST must be at least 1 when MSGAPI_RATE_LIMIT is set")
 	}
 	for _, k := range []string{"MSGAPI_DEDUP_WINDOW", "MSGAPI_DEDUP_LEASE", "MSGAPI_IDEMPOTENCY_TTL", "MSGAPI_IDEMPOTENCY_LEASE", "MSGAPI_SEND_TIMEOUT", "MSGAPI_REAPER_INTERVAL", "MSGAPI_STORE_OP_TIMEOUT", "MSGAPI_SWEEP_INTERVAL"} {
 		if d, err := time.ParseDuration(v.str(k)); err == nil && d == 0 {
@@ -297,6 +303,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// Inbound webhooks: MongoDB decides; Redis, when set, only answers
 	// redeliveries of completed events sooner.
 	hooks := inbound.Options{Store: st, Workspaces: ws, Messages: ms, PublicBaseURL: v.str("MSGAPI_PUBLIC_URL"), TrustedProxies: c.proxies}
+	limiter := ratelimit.New(ratelimit.Options{}) // per process unless Redis is set
 	if u := v.str("MSGAPI_REDIS_URL"); u != "" {
 		rc, err := inbound.NewRedis(u)
 		if err != nil {
@@ -304,11 +311,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 		defer rc.Close()
 		hooks.Redis = rc
-		log.Info().Msg("inbound webhooks: Redis fast path enabled (MSGAPI_REDIS_URL)")
+		limiter = ratelimit.New(ratelimit.Options{Redis: rc})
+		log.Info().Msg("inbound webhooks: Redis fast path enabled; rate limits shared by every process (MSGAPI_REDIS_URL)")
 	}
 	webhooks := inbound.New(hooks)
 	idem := idempotency.New(idempotency.Options{Store: st, TTL: c.idemTTL, Lease: c.idemLease, WorkspaceID: api.WorkspaceID, Body: api.Body, Outcome: met.Idempotency, Commits: api.Commits{Messages: ms}})
 
+	defer ws.Wait() // the last lastUsedAt writes, before the store closes
 	srv := api.New(api.Options{
 		Log:         log,
 		Store:       st,
@@ -317,6 +326,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Idempotency: idem.Middleware,
 		Send:        api.SendOptions{Messages: ms, Guard: g, Senders: senders, DefaultRegion: v.str("MSGAPI_DEFAULT_REGION"), Metrics: met, Lifetime: life},
 		Middleware:  []echo.MiddlewareFunc{met.Middleware},
+		Limiter:     limiter, RateLimit: c.rateLimit, OnRateLimited: met.RateLimited,
 		Extra: func(e *echo.Echo) {
 			met.Mount(e)      // GET /metrics
 			webhooks.Mount(e) // POST /api/webhooks/{workspaceId}/{channel}

@@ -419,6 +419,29 @@ func (e WebhookChannel) Valid() bool {
 	}
 }
 
+// ApiKey An API key as the admin API shows it; never the key.
+type ApiKey struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Id The key's id, for listing and revoking it; not a secret.
+	//
+	// Example: key_u4pruydqqvj6nkx7gu3ribb2qy
+	Id KeyIdentifier `json:"id"`
+
+	// LastUsedAt When the key last authenticated a request, to about a minute; null if never.
+	LastUsedAt *time.Time `json:"lastUsedAt"`
+
+	// Prefix null for a key made before prefixes were stored, until its next use.
+	Prefix *KeyPrefix `json:"prefix"`
+}
+
+// ApiKeyList defines model for ApiKeyList.
+type ApiKeyList struct {
+	// Keys Oldest first.
+	Keys        []ApiKey `json:"keys"`
+	WorkspaceId string   `json:"workspaceId"`
+}
+
 // CRMReference A CRM identifier (GoHighLevel contact or location, HubSpot contact or portal), stored on the lead and echoed back.
 type CRMReference = string
 
@@ -490,6 +513,9 @@ type DuplicateResponseDuplicateOnly bool
 // DuplicateResponseSuccess defines model for DuplicateResponse.Success.
 type DuplicateResponseSuccess bool
 
+// Duration A duration such as `90s`, `15m` or `1h30m`.
+type Duration = string
+
 // FieldError defines model for FieldError.
 type FieldError struct {
 	// Field A JSON path such as `recipientPhone` or `attachments[2].url`, or a header name.
@@ -508,9 +534,29 @@ type HealthStatus string
 // KeyCreated defines model for KeyCreated.
 type KeyCreated struct {
 	// ApiKey Shown this once.
-	ApiKey      string `json:"apiKey"`
-	WorkspaceId string `json:"workspaceId"`
+	ApiKey string `json:"apiKey"`
+
+	// KeyId The key's id, for listing and revoking it; not a secret.
+	//
+	// Example: key_u4pruydqqvj6nkx7gu3ribb2qy
+	KeyId KeyIdentifier `json:"keyId"`
+
+	// Prefix What may be shown of the key, to tell keys apart; `mk_`, its next four characters, `...` and its last four.
+	//
+	// Example: mk_aI0O...5Xfw
+	Prefix      KeyPrefix `json:"prefix"`
+	WorkspaceId string    `json:"workspaceId"`
 }
+
+// KeyIdentifier The key's id, for listing and revoking it; not a secret.
+//
+// Example: key_u4pruydqqvj6nkx7gu3ribb2qy
+type KeyIdentifier = string
+
+// KeyPrefix What may be shown of the key, to tell keys apart; `mk_`, its next four characters, `...` and its last four.
+//
+// Example: mk_aI0O...5Xfw
+type KeyPrefix = string
 
 // LockDeleted defines model for LockDeleted.
 type LockDeleted struct {
@@ -637,6 +683,15 @@ type ProblemCode string
 // ProblemSuccess defines model for Problem.Success.
 type ProblemSuccess bool
 
+// RateLimit A token bucket on `POST /api/messages`.
+type RateLimit struct {
+	// Burst Requests allowed at once.
+	Burst int `json:"burst"`
+
+	// PerSecond Requests a second, on average.
+	PerSecond int `json:"perSecond"`
+}
+
 // Ready defines model for Ready.
 type Ready struct {
 	Status ReadyStatus `json:"status"`
@@ -759,16 +814,65 @@ type WebhookAckSuccess bool
 // WebhookChannel defines model for WebhookChannel.
 type WebhookChannel string
 
+// Workspace defines model for Workspace.
+type Workspace struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Disabled A disabled workspace's keys and webhooks are refused.
+	Disabled bool   `json:"disabled"`
+	Name     string `json:"name"`
+
+	// Settings The workspace's own settings; null means the server's value.
+	Settings WorkspaceSettings `json:"settings"`
+
+	// WebhookSecrets The webhook channels that have a signing secret (never the secret).
+	WebhookSecrets []WebhookChannel `json:"webhookSecrets"`
+	WorkspaceId    string           `json:"workspaceId"`
+}
+
 // WorkspaceCreated defines model for WorkspaceCreated.
 type WorkspaceCreated struct {
 	// ApiKey Shown this once.
-	ApiKey      string `json:"apiKey"`
-	Name        string `json:"name"`
-	WorkspaceId string `json:"workspaceId"`
+	ApiKey string `json:"apiKey"`
+
+	// KeyId The key's id, for listing and revoking it; not a secret.
+	//
+	// Example: key_u4pruydqqvj6nkx7gu3ribb2qy
+	KeyId       KeyIdentifier `json:"keyId"`
+	Name        string        `json:"name"`
+	WorkspaceId string        `json:"workspaceId"`
+}
+
+// WorkspaceSettings The workspace's own settings; null means the server's value.
+type WorkspaceSettings struct {
+	// DedupWait How long a duplicate waits for its original, 0s to 10s (server default `MSGAPI_DEDUP_WAIT`, 3s).
+	DedupWait *Duration `json:"dedupWait"`
+
+	// DedupWindow The duplicate guard's window, 1m to 24h (server default `MSGAPI_DEDUP_WINDOW`, 15m).
+	DedupWindow *Duration `json:"dedupWindow"`
+
+	// DefaultRegion The region of phone numbers written without a country code (server default `MSGAPI_DEFAULT_REGION`, US).
+	DefaultRegion *string `json:"defaultRegion"`
+
+	// RateLimit The limit on `POST /api/messages` (server default 20 a second, bursts of 40).
+	RateLimit *RateLimit `json:"rateLimit"`
+}
+
+// WorkspaceSettingsPatch Members to change; absent is unchanged, null is the server's value.
+type WorkspaceSettingsPatch struct {
+	DedupWait   *Duration `json:"dedupWait,omitempty"`
+	DedupWindow *Duration `json:"dedupWindow,omitempty"`
+
+	// DefaultRegion An ISO 3166-1 alpha-2 region with phone numbering; any case.
+	DefaultRegion *string    `json:"defaultRegion,omitempty"`
+	RateLimit     *RateLimit `json:"rateLimit,omitempty"`
 }
 
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
+
+// KeyId defines model for KeyId.
+type KeyId = string
 
 // LockId defines model for LockId.
 type LockId = string
@@ -799,6 +903,9 @@ type InvalidSend = Problem
 
 // NotFound An RFC 9457 problem document with msgapi's extension members.
 type NotFound = Problem
+
+// RateLimited An RFC 9457 problem document with msgapi's extension members.
+type RateLimited = Problem
 
 // TooLarge An RFC 9457 problem document with msgapi's extension members.
 type TooLarge = Problem
@@ -846,6 +953,9 @@ type ReceiveWebhook200JSONResponseBody struct {
 
 // CreateWorkspaceJSONRequestBody defines body for CreateWorkspace for application/json ContentType.
 type CreateWorkspaceJSONRequestBody = CreateWorkspaceRequest
+
+// UpdateWorkspaceJSONRequestBody defines body for UpdateWorkspace for application/json ContentType.
+type UpdateWorkspaceJSONRequestBody = WorkspaceSettingsPatch
 
 // SetWebhookSecretJSONRequestBody defines body for SetWebhookSecret for application/json ContentType.
 type SetWebhookSecretJSONRequestBody = SetSecretRequest
@@ -1104,12 +1214,75 @@ type ClientInterface interface {
 	// Corresponds with POST /admin/workspaces (the `CreateWorkspace` operationId).
 	CreateWorkspace(ctx context.Context, body CreateWorkspaceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetWorkspace Read a workspace
+	//
+	// The workspace, its own settings (null where it uses the server's) and the channels that have a webhook secret. Never a secret.
+	//
+	// Corresponds with GET /admin/workspaces/{id} (the `GetWorkspace` operationId).
+	GetWorkspace(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateWorkspaceWithBody Change a workspace's settings
+	//
+	// A JSON merge patch of the workspace's own settings: an absent member is
+	// left alone, `null` returns it to the server's value. Unknown members
+	// are refused, and every invalid member is reported at once. Every
+	// server process applies the change within 5 seconds
+	// (`MSGAPI_KEY_CACHE_TTL`): settings are cached with the API keys.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /admin/workspaces/{id} (the `UpdateWorkspace` operationId).
+	UpdateWorkspaceWithBody(ctx context.Context, id WorkspaceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateWorkspace Change a workspace's settings
+	//
+	// A JSON merge patch of the workspace's own settings: an absent member is
+	// left alone, `null` returns it to the server's value. Unknown members
+	// are refused, and every invalid member is reported at once. Every
+	// server process applies the change within 5 seconds
+	// (`MSGAPI_KEY_CACHE_TTL`): settings are cached with the API keys.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /admin/workspaces/{id} (the `UpdateWorkspace` operationId).
+	UpdateWorkspace(ctx context.Context, id WorkspaceId, body UpdateWorkspaceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DisableWorkspace Disable a workspace
+	//
+	// Stops a whole tenant: every API key of the workspace is refused (401)
+	// and its inbound webhooks are not recorded, in every server process
+	// within 5 seconds. Nothing is deleted; `enableWorkspace` undoes it.
+	//
+	// Corresponds with POST /admin/workspaces/{id}/disable (the `DisableWorkspace` operationId).
+	DisableWorkspace(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EnableWorkspace Enable a workspace
+	//
+	// Undoes `disableWorkspace`; its keys work again in every server process within 5 seconds.
+	//
+	// Corresponds with POST /admin/workspaces/{id}/enable (the `EnableWorkspace` operationId).
+	EnableWorkspace(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListApiKeys List a workspace's API keys
+	//
+	// Each key's id, displayable prefix, creation time and last use (to about a minute); never the key.
+	//
+	// Corresponds with GET /admin/workspaces/{id}/keys (the `ListApiKeys` operationId).
+	ListApiKeys(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateApiKey Add an API key to a workspace
 	//
-	// The new key is shown this once. Existing keys keep working.
+	// The new key is shown this once, with its id (to revoke it) and its displayable prefix. Existing keys keep working.
 	//
 	// Corresponds with POST /admin/workspaces/{id}/keys (the `CreateApiKey` operationId).
 	CreateApiKey(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeApiKey Revoke an API key
+	//
+	// Deletes the key. Every server process refuses it within 5 seconds (`MSGAPI_KEY_CACHE_TTL`); the workspace's other keys keep working.
+	//
+	// Corresponds with DELETE /admin/workspaces/{id}/keys/{keyId} (the `RevokeApiKey` operationId).
+	RevokeApiKey(ctx context.Context, id WorkspaceId, keyId KeyId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SetWebhookSecretWithBody Set a webhook signing secret
 	//
@@ -1366,13 +1539,146 @@ func (c *Client) CreateWorkspace(ctx context.Context, body CreateWorkspaceJSONRe
 	return c.Client.Do(req)
 }
 
+// GetWorkspace Read a workspace
+//
+// The workspace, its own settings (null where it uses the server's) and the channels that have a webhook secret. Never a secret.
+//
+// Corresponds with GET /admin/workspaces/{id} (the `GetWorkspace` operationId).
+func (c *Client) GetWorkspace(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWorkspaceRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateWorkspaceWithBody Change a workspace's settings
+//
+// A JSON merge patch of the workspace's own settings: an absent member is
+// left alone, `null` returns it to the server's value. Unknown members
+// are refused, and every invalid member is reported at once. Every
+// server process applies the change within 5 seconds
+// (`MSGAPI_KEY_CACHE_TTL`): settings are cached with the API keys.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /admin/workspaces/{id} (the `UpdateWorkspace` operationId).
+func (c *Client) UpdateWorkspaceWithBody(ctx context.Context, id WorkspaceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateWorkspaceRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateWorkspace Change a workspace's settings
+//
+// A JSON merge patch of the workspace's own settings: an absent member is
+// left alone, `null` returns it to the server's value. Unknown members
+// are refused, and every invalid member is reported at once. Every
+// server process applies the change within 5 seconds
+// (`MSGAPI_KEY_CACHE_TTL`): settings are cached with the API keys.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /admin/workspaces/{id} (the `UpdateWorkspace` operationId).
+func (c *Client) UpdateWorkspace(ctx context.Context, id WorkspaceId, body UpdateWorkspaceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateWorkspaceRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DisableWorkspace Disable a workspace
+//
+// Stops a whole tenant: every API key of the workspace is refused (401)
+// and its inbound webhooks are not recorded, in every server process
+// within 5 seconds. Nothing is deleted; `enableWorkspace` undoes it.
+//
+// Corresponds with POST /admin/workspaces/{id}/disable (the `DisableWorkspace` operationId).
+func (c *Client) DisableWorkspace(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisableWorkspaceRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EnableWorkspace Enable a workspace
+//
+// Undoes `disableWorkspace`; its keys work again in every server process within 5 seconds.
+//
+// Corresponds with POST /admin/workspaces/{id}/enable (the `EnableWorkspace` operationId).
+func (c *Client) EnableWorkspace(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnableWorkspaceRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListApiKeys List a workspace's API keys
+//
+// Each key's id, displayable prefix, creation time and last use (to about a minute); never the key.
+//
+// Corresponds with GET /admin/workspaces/{id}/keys (the `ListApiKeys` operationId).
+func (c *Client) ListApiKeys(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListApiKeysRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreateApiKey Add an API key to a workspace
 //
-// The new key is shown this once. Existing keys keep working.
+// The new key is shown this once, with its id (to revoke it) and its displayable prefix. Existing keys keep working.
 //
 // Corresponds with POST /admin/workspaces/{id}/keys (the `CreateApiKey` operationId).
 func (c *Client) CreateApiKey(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateApiKeyRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeApiKey Revoke an API key
+//
+// Deletes the key. Every server process refuses it within 5 seconds (`MSGAPI_KEY_CACHE_TTL`); the workspace's other keys keep working.
+//
+// Corresponds with DELETE /admin/workspaces/{id}/keys/{keyId} (the `RevokeApiKey` operationId).
+func (c *Client) RevokeApiKey(ctx context.Context, id WorkspaceId, keyId KeyId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeApiKeyRequest(c.Server, id, keyId)
 	if err != nil {
 		return nil, err
 	}
@@ -1789,6 +2095,189 @@ func NewCreateWorkspaceRequestWithBody(server string, contentType string, body i
 	return req, nil
 }
 
+// NewGetWorkspaceRequest constructs an http.Request for the GetWorkspace method
+func NewGetWorkspaceRequest(server string, id WorkspaceId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/workspaces/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateWorkspaceRequest calls the generic UpdateWorkspace builder with application/json body
+func NewUpdateWorkspaceRequest(server string, id WorkspaceId, body UpdateWorkspaceJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateWorkspaceRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewUpdateWorkspaceRequestWithBody constructs an http.Request for the UpdateWorkspace method, with any body, and a specified content type
+func NewUpdateWorkspaceRequestWithBody(server string, id WorkspaceId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/workspaces/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDisableWorkspaceRequest constructs an http.Request for the DisableWorkspace method
+func NewDisableWorkspaceRequest(server string, id WorkspaceId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/workspaces/%s/disable", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewEnableWorkspaceRequest constructs an http.Request for the EnableWorkspace method
+func NewEnableWorkspaceRequest(server string, id WorkspaceId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/workspaces/%s/enable", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListApiKeysRequest constructs an http.Request for the ListApiKeys method
+func NewListApiKeysRequest(server string, id WorkspaceId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/workspaces/%s/keys", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewCreateApiKeyRequest constructs an http.Request for the CreateApiKey method
 func NewCreateApiKeyRequest(server string, id WorkspaceId) (*http.Request, error) {
 	var err error
@@ -1816,6 +2305,47 @@ func NewCreateApiKeyRequest(server string, id WorkspaceId) (*http.Request, error
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRevokeApiKeyRequest constructs an http.Request for the RevokeApiKey method
+func NewRevokeApiKeyRequest(server string, id WorkspaceId, keyId KeyId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "keyId", keyId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/workspaces/%s/keys/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -2273,14 +2803,87 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /admin/workspaces (the `CreateWorkspace` operationId).
 	CreateWorkspaceWithResponse(ctx context.Context, body CreateWorkspaceJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWorkspaceResponse, error)
 
+	// GetWorkspaceWithResponse Read a workspace
+	//
+	// The workspace, its own settings (null where it uses the server's) and the channels that have a webhook secret. Never a secret.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/workspaces/{id} (the `GetWorkspace` operationId).
+	GetWorkspaceWithResponse(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*GetWorkspaceResponse, error)
+
+	// UpdateWorkspaceWithBodyWithResponse Change a workspace's settings
+	//
+	// A JSON merge patch of the workspace's own settings: an absent member is
+	// left alone, `null` returns it to the server's value. Unknown members
+	// are refused, and every invalid member is reported at once. Every
+	// server process applies the change within 5 seconds
+	// (`MSGAPI_KEY_CACHE_TTL`): settings are cached with the API keys.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /admin/workspaces/{id} (the `UpdateWorkspace` operationId).
+	UpdateWorkspaceWithBodyWithResponse(ctx context.Context, id WorkspaceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateWorkspaceResponse, error)
+
+	// UpdateWorkspaceWithResponse Change a workspace's settings
+	//
+	// A JSON merge patch of the workspace's own settings: an absent member is
+	// left alone, `null` returns it to the server's value. Unknown members
+	// are refused, and every invalid member is reported at once. Every
+	// server process applies the change within 5 seconds
+	// (`MSGAPI_KEY_CACHE_TTL`): settings are cached with the API keys.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /admin/workspaces/{id} (the `UpdateWorkspace` operationId).
+	UpdateWorkspaceWithResponse(ctx context.Context, id WorkspaceId, body UpdateWorkspaceJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateWorkspaceResponse, error)
+
+	// DisableWorkspaceWithResponse Disable a workspace
+	//
+	// Stops a whole tenant: every API key of the workspace is refused (401)
+	// and its inbound webhooks are not recorded, in every server process
+	// within 5 seconds. Nothing is deleted; `enableWorkspace` undoes it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/workspaces/{id}/disable (the `DisableWorkspace` operationId).
+	DisableWorkspaceWithResponse(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*DisableWorkspaceResponse, error)
+
+	// EnableWorkspaceWithResponse Enable a workspace
+	//
+	// Undoes `disableWorkspace`; its keys work again in every server process within 5 seconds.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/workspaces/{id}/enable (the `EnableWorkspace` operationId).
+	EnableWorkspaceWithResponse(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*EnableWorkspaceResponse, error)
+
+	// ListApiKeysWithResponse List a workspace's API keys
+	//
+	// Each key's id, displayable prefix, creation time and last use (to about a minute); never the key.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/workspaces/{id}/keys (the `ListApiKeys` operationId).
+	ListApiKeysWithResponse(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*ListApiKeysResponse, error)
+
 	// CreateApiKeyWithResponse Add an API key to a workspace
 	//
-	// The new key is shown this once. Existing keys keep working.
+	// The new key is shown this once, with its id (to revoke it) and its displayable prefix. Existing keys keep working.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /admin/workspaces/{id}/keys (the `CreateApiKey` operationId).
 	CreateApiKeyWithResponse(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error)
+
+	// RevokeApiKeyWithResponse Revoke an API key
+	//
+	// Deletes the key. Every server process refuses it within 5 seconds (`MSGAPI_KEY_CACHE_TTL`); the workspace's other keys keep working.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /admin/workspaces/{id}/keys/{keyId} (the `RevokeApiKey` operationId).
+	RevokeApiKeyWithResponse(ctx context.Context, id WorkspaceId, keyId KeyId, reqEditors ...RequestEditorFn) (*RevokeApiKeyResponse, error)
 
 	// SetWebhookSecretWithBodyWithResponse Set a webhook signing secret
 	//
@@ -2660,6 +3263,573 @@ func (r CreateWorkspaceResponse) ContentType() string {
 	return ""
 }
 
+// GetWorkspaceResponse200Headers the declared response headers of an HTTP 200 response for GetWorkspace
+type GetWorkspaceResponse200Headers struct {
+	XRequestId string
+}
+
+// GetWorkspaceResponse401Headers the declared response headers of an HTTP 401 response for GetWorkspace
+type GetWorkspaceResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// GetWorkspaceResponse404Headers the declared response headers of an HTTP 404 response for GetWorkspace
+type GetWorkspaceResponse404Headers struct {
+	XRequestId string
+}
+
+// GetWorkspaceResponse500Headers the declared response headers of an HTTP 500 response for GetWorkspace
+type GetWorkspaceResponse500Headers struct {
+	XRequestId string
+}
+
+// GetWorkspaceResponse503Headers the declared response headers of an HTTP 503 response for GetWorkspace
+type GetWorkspaceResponse503Headers struct {
+	XRequestId string
+}
+
+type GetWorkspaceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Workspace
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *AdminNotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetWorkspaceResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetWorkspaceResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetWorkspaceResponse404Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetWorkspaceResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetWorkspaceResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetWorkspaceResponse) GetJSON200() *Workspace {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetWorkspaceResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetWorkspaceResponse) GetApplicationproblemJSON404() *AdminNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetWorkspaceResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetWorkspaceResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetWorkspaceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWorkspaceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWorkspaceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetWorkspaceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdateWorkspaceResponse200Headers the declared response headers of an HTTP 200 response for UpdateWorkspace
+type UpdateWorkspaceResponse200Headers struct {
+	XRequestId string
+}
+
+// UpdateWorkspaceResponse400Headers the declared response headers of an HTTP 400 response for UpdateWorkspace
+type UpdateWorkspaceResponse400Headers struct {
+	XRequestId string
+}
+
+// UpdateWorkspaceResponse401Headers the declared response headers of an HTTP 401 response for UpdateWorkspace
+type UpdateWorkspaceResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// UpdateWorkspaceResponse404Headers the declared response headers of an HTTP 404 response for UpdateWorkspace
+type UpdateWorkspaceResponse404Headers struct {
+	XRequestId string
+}
+
+// UpdateWorkspaceResponse413Headers the declared response headers of an HTTP 413 response for UpdateWorkspace
+type UpdateWorkspaceResponse413Headers struct {
+	XRequestId string
+}
+
+// UpdateWorkspaceResponse415Headers the declared response headers of an HTTP 415 response for UpdateWorkspace
+type UpdateWorkspaceResponse415Headers struct {
+	XRequestId string
+}
+
+// UpdateWorkspaceResponse500Headers the declared response headers of an HTTP 500 response for UpdateWorkspace
+type UpdateWorkspaceResponse500Headers struct {
+	XRequestId string
+}
+
+// UpdateWorkspaceResponse503Headers the declared response headers of an HTTP 503 response for UpdateWorkspace
+type UpdateWorkspaceResponse503Headers struct {
+	XRequestId string
+}
+
+type UpdateWorkspaceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Workspace
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidAdmin
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *AdminNotFound
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMedia
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *UpdateWorkspaceResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *UpdateWorkspaceResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *UpdateWorkspaceResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *UpdateWorkspaceResponse404Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *UpdateWorkspaceResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *UpdateWorkspaceResponse415Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *UpdateWorkspaceResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdateWorkspaceResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateWorkspaceResponse) GetJSON200() *Workspace {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r UpdateWorkspaceResponse) GetApplicationproblemJSON400() *InvalidAdmin {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdateWorkspaceResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UpdateWorkspaceResponse) GetApplicationproblemJSON404() *AdminNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r UpdateWorkspaceResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r UpdateWorkspaceResponse) GetApplicationproblemJSON415() *UnsupportedMedia {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r UpdateWorkspaceResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r UpdateWorkspaceResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateWorkspaceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateWorkspaceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateWorkspaceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateWorkspaceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DisableWorkspaceResponse200Headers the declared response headers of an HTTP 200 response for DisableWorkspace
+type DisableWorkspaceResponse200Headers struct {
+	XRequestId string
+}
+
+// DisableWorkspaceResponse401Headers the declared response headers of an HTTP 401 response for DisableWorkspace
+type DisableWorkspaceResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// DisableWorkspaceResponse404Headers the declared response headers of an HTTP 404 response for DisableWorkspace
+type DisableWorkspaceResponse404Headers struct {
+	XRequestId string
+}
+
+// DisableWorkspaceResponse500Headers the declared response headers of an HTTP 500 response for DisableWorkspace
+type DisableWorkspaceResponse500Headers struct {
+	XRequestId string
+}
+
+// DisableWorkspaceResponse503Headers the declared response headers of an HTTP 503 response for DisableWorkspace
+type DisableWorkspaceResponse503Headers struct {
+	XRequestId string
+}
+
+type DisableWorkspaceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Workspace
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *AdminNotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *DisableWorkspaceResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DisableWorkspaceResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DisableWorkspaceResponse404Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *DisableWorkspaceResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DisableWorkspaceResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DisableWorkspaceResponse) GetJSON200() *Workspace {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DisableWorkspaceResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DisableWorkspaceResponse) GetApplicationproblemJSON404() *AdminNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DisableWorkspaceResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DisableWorkspaceResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DisableWorkspaceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DisableWorkspaceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DisableWorkspaceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DisableWorkspaceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// EnableWorkspaceResponse200Headers the declared response headers of an HTTP 200 response for EnableWorkspace
+type EnableWorkspaceResponse200Headers struct {
+	XRequestId string
+}
+
+// EnableWorkspaceResponse401Headers the declared response headers of an HTTP 401 response for EnableWorkspace
+type EnableWorkspaceResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// EnableWorkspaceResponse404Headers the declared response headers of an HTTP 404 response for EnableWorkspace
+type EnableWorkspaceResponse404Headers struct {
+	XRequestId string
+}
+
+// EnableWorkspaceResponse500Headers the declared response headers of an HTTP 500 response for EnableWorkspace
+type EnableWorkspaceResponse500Headers struct {
+	XRequestId string
+}
+
+// EnableWorkspaceResponse503Headers the declared response headers of an HTTP 503 response for EnableWorkspace
+type EnableWorkspaceResponse503Headers struct {
+	XRequestId string
+}
+
+type EnableWorkspaceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Workspace
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *AdminNotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *EnableWorkspaceResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *EnableWorkspaceResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *EnableWorkspaceResponse404Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *EnableWorkspaceResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EnableWorkspaceResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EnableWorkspaceResponse) GetJSON200() *Workspace {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EnableWorkspaceResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EnableWorkspaceResponse) GetApplicationproblemJSON404() *AdminNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r EnableWorkspaceResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EnableWorkspaceResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r EnableWorkspaceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EnableWorkspaceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EnableWorkspaceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EnableWorkspaceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListApiKeysResponse200Headers the declared response headers of an HTTP 200 response for ListApiKeys
+type ListApiKeysResponse200Headers struct {
+	XRequestId string
+}
+
+// ListApiKeysResponse401Headers the declared response headers of an HTTP 401 response for ListApiKeys
+type ListApiKeysResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ListApiKeysResponse404Headers the declared response headers of an HTTP 404 response for ListApiKeys
+type ListApiKeysResponse404Headers struct {
+	XRequestId string
+}
+
+// ListApiKeysResponse500Headers the declared response headers of an HTTP 500 response for ListApiKeys
+type ListApiKeysResponse500Headers struct {
+	XRequestId string
+}
+
+// ListApiKeysResponse503Headers the declared response headers of an HTTP 503 response for ListApiKeys
+type ListApiKeysResponse503Headers struct {
+	XRequestId string
+}
+
+type ListApiKeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ApiKeyList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *AdminNotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListApiKeysResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListApiKeysResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListApiKeysResponse404Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListApiKeysResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListApiKeysResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListApiKeysResponse) GetJSON200() *ApiKeyList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListApiKeysResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListApiKeysResponse) GetApplicationproblemJSON404() *AdminNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListApiKeysResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListApiKeysResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListApiKeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListApiKeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListApiKeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListApiKeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreateApiKeyResponse201Headers the declared response headers of an HTTP 201 response for CreateApiKey
 type CreateApiKeyResponse201Headers struct {
 	XRequestId string
@@ -2759,6 +3929,104 @@ func (r CreateApiKeyResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateApiKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokeApiKeyResponse204Headers the declared response headers of an HTTP 204 response for RevokeApiKey
+type RevokeApiKeyResponse204Headers struct {
+	XRequestId string
+}
+
+// RevokeApiKeyResponse401Headers the declared response headers of an HTTP 401 response for RevokeApiKey
+type RevokeApiKeyResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// RevokeApiKeyResponse404Headers the declared response headers of an HTTP 404 response for RevokeApiKey
+type RevokeApiKeyResponse404Headers struct {
+	XRequestId string
+}
+
+// RevokeApiKeyResponse500Headers the declared response headers of an HTTP 500 response for RevokeApiKey
+type RevokeApiKeyResponse500Headers struct {
+	XRequestId string
+}
+
+// RevokeApiKeyResponse503Headers the declared response headers of an HTTP 503 response for RevokeApiKey
+type RevokeApiKeyResponse503Headers struct {
+	XRequestId string
+}
+
+type RevokeApiKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *AdminNotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *RevokeApiKeyResponse204Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeApiKeyResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RevokeApiKeyResponse404Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *RevokeApiKeyResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RevokeApiKeyResponse503Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RevokeApiKeyResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RevokeApiKeyResponse) GetApplicationproblemJSON404() *AdminNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RevokeApiKeyResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RevokeApiKeyResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeApiKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeApiKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeApiKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeApiKeyResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3060,6 +4328,12 @@ type SendMessageResponse422Headers struct {
 	XRequestId string
 }
 
+// SendMessageResponse429Headers the declared response headers of an HTTP 429 response for SendMessage
+type SendMessageResponse429Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
 // SendMessageResponse500Headers the declared response headers of an HTTP 500 response for SendMessage
 type SendMessageResponse500Headers struct {
 	XRequestId string
@@ -3091,6 +4365,8 @@ type SendMessageResponse struct {
 	ApplicationproblemJSON415 *UnsupportedMedia
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *IdempotencyReused
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -3113,6 +4389,8 @@ type SendMessageResponse struct {
 	Headers415 *SendMessageResponse415Headers
 	// Headers422 the parsed response headers for an HTTP 422 response
 	Headers422 *SendMessageResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SendMessageResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *SendMessageResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -3162,6 +4440,11 @@ func (r SendMessageResponse) GetApplicationproblemJSON415() *UnsupportedMedia {
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
 func (r SendMessageResponse) GetApplicationproblemJSON422() *IdempotencyReused {
 	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r SendMessageResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -3717,9 +5000,109 @@ func (c *ClientWithResponses) CreateWorkspaceWithResponse(ctx context.Context, b
 	return ParseCreateWorkspaceResponse(rsp)
 }
 
+// GetWorkspaceWithResponse Read a workspace
+//
+// The workspace, its own settings (null where it uses the server's) and the channels that have a webhook secret. Never a secret.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/workspaces/{id} (the `GetWorkspace` operationId).
+func (c *ClientWithResponses) GetWorkspaceWithResponse(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*GetWorkspaceResponse, error) {
+	rsp, err := c.GetWorkspace(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWorkspaceResponse(rsp)
+}
+
+// UpdateWorkspaceWithBodyWithResponse Change a workspace's settings
+//
+// A JSON merge patch of the workspace's own settings: an absent member is
+// left alone, `null` returns it to the server's value. Unknown members
+// are refused, and every invalid member is reported at once. Every
+// server process applies the change within 5 seconds
+// (`MSGAPI_KEY_CACHE_TTL`): settings are cached with the API keys.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /admin/workspaces/{id} (the `UpdateWorkspace` operationId).
+func (c *ClientWithResponses) UpdateWorkspaceWithBodyWithResponse(ctx context.Context, id WorkspaceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateWorkspaceResponse, error) {
+	rsp, err := c.UpdateWorkspaceWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateWorkspaceResponse(rsp)
+}
+
+// UpdateWorkspaceWithResponse Change a workspace's settings
+//
+// A JSON merge patch of the workspace's own settings: an absent member is
+// left alone, `null` returns it to the server's value. Unknown members
+// are refused, and every invalid member is reported at once. Every
+// server process applies the change within 5 seconds
+// (`MSGAPI_KEY_CACHE_TTL`): settings are cached with the API keys.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /admin/workspaces/{id} (the `UpdateWorkspace` operationId).
+func (c *ClientWithResponses) UpdateWorkspaceWithResponse(ctx context.Context, id WorkspaceId, body UpdateWorkspaceJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateWorkspaceResponse, error) {
+	rsp, err := c.UpdateWorkspace(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateWorkspaceResponse(rsp)
+}
+
+// DisableWorkspaceWithResponse Disable a workspace
+//
+// Stops a whole tenant: every API key of the workspace is refused (401)
+// and its inbound webhooks are not recorded, in every server process
+// within 5 seconds. Nothing is deleted; `enableWorkspace` undoes it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/workspaces/{id}/disable (the `DisableWorkspace` operationId).
+func (c *ClientWithResponses) DisableWorkspaceWithResponse(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*DisableWorkspaceResponse, error) {
+	rsp, err := c.DisableWorkspace(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDisableWorkspaceResponse(rsp)
+}
+
+// EnableWorkspaceWithResponse Enable a workspace
+//
+// Undoes `disableWorkspace`; its keys work again in every server process within 5 seconds.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/workspaces/{id}/enable (the `EnableWorkspace` operationId).
+func (c *ClientWithResponses) EnableWorkspaceWithResponse(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*EnableWorkspaceResponse, error) {
+	rsp, err := c.EnableWorkspace(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnableWorkspaceResponse(rsp)
+}
+
+// ListApiKeysWithResponse List a workspace's API keys
+//
+// Each key's id, displayable prefix, creation time and last use (to about a minute); never the key.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/workspaces/{id}/keys (the `ListApiKeys` operationId).
+func (c *ClientWithResponses) ListApiKeysWithResponse(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*ListApiKeysResponse, error) {
+	rsp, err := c.ListApiKeys(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListApiKeysResponse(rsp)
+}
+
 // CreateApiKeyWithResponse Add an API key to a workspace
 //
-// The new key is shown this once. Existing keys keep working.
+// The new key is shown this once, with its id (to revoke it) and its displayable prefix. Existing keys keep working.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -3730,6 +5113,21 @@ func (c *ClientWithResponses) CreateApiKeyWithResponse(ctx context.Context, id W
 		return nil, err
 	}
 	return ParseCreateApiKeyResponse(rsp)
+}
+
+// RevokeApiKeyWithResponse Revoke an API key
+//
+// Deletes the key. Every server process refuses it within 5 seconds (`MSGAPI_KEY_CACHE_TTL`); the workspace's other keys keep working.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /admin/workspaces/{id}/keys/{keyId} (the `RevokeApiKey` operationId).
+func (c *ClientWithResponses) RevokeApiKeyWithResponse(ctx context.Context, id WorkspaceId, keyId KeyId, reqEditors ...RequestEditorFn) (*RevokeApiKeyResponse, error) {
+	rsp, err := c.RevokeApiKey(ctx, id, keyId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeApiKeyResponse(rsp)
 }
 
 // SetWebhookSecretWithBodyWithResponse Set a webhook signing secret
@@ -4217,6 +5615,627 @@ func ParseCreateWorkspaceResponse(rsp *http.Response) (*CreateWorkspaceResponse,
 	return response, nil
 }
 
+// ParseGetWorkspaceResponse parses an HTTP response from a GetWorkspaceWithResponse call
+func ParseGetWorkspaceResponse(rsp *http.Response) (*GetWorkspaceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWorkspaceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Workspace
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest AdminNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetWorkspaceResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetWorkspaceResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetWorkspaceResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetWorkspaceResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetWorkspaceResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdateWorkspaceResponse parses an HTTP response from a UpdateWorkspaceWithResponse call
+func ParseUpdateWorkspaceResponse(rsp *http.Response) (*UpdateWorkspaceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateWorkspaceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Workspace
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidAdmin
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest AdminNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMedia
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers UpdateWorkspaceResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers UpdateWorkspaceResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers UpdateWorkspaceResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers UpdateWorkspaceResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 413:
+		var headers UpdateWorkspaceResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers UpdateWorkspaceResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 500:
+		var headers UpdateWorkspaceResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers UpdateWorkspaceResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDisableWorkspaceResponse parses an HTTP response from a DisableWorkspaceWithResponse call
+func ParseDisableWorkspaceResponse(rsp *http.Response) (*DisableWorkspaceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DisableWorkspaceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Workspace
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest AdminNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers DisableWorkspaceResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers DisableWorkspaceResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers DisableWorkspaceResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 500:
+		var headers DisableWorkspaceResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers DisableWorkspaceResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEnableWorkspaceResponse parses an HTTP response from a EnableWorkspaceWithResponse call
+func ParseEnableWorkspaceResponse(rsp *http.Response) (*EnableWorkspaceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EnableWorkspaceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Workspace
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest AdminNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers EnableWorkspaceResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers EnableWorkspaceResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers EnableWorkspaceResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 500:
+		var headers EnableWorkspaceResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers EnableWorkspaceResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListApiKeysResponse parses an HTTP response from a ListApiKeysWithResponse call
+func ParseListApiKeysResponse(rsp *http.Response) (*ListApiKeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListApiKeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ApiKeyList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest AdminNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListApiKeysResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListApiKeysResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListApiKeysResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListApiKeysResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListApiKeysResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseCreateApiKeyResponse parses an HTTP response from a CreateApiKeyWithResponse call
 func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4318,6 +6337,116 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers CreateApiKeyResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokeApiKeyResponse parses an HTTP response from a RevokeApiKeyWithResponse call
+func ParseRevokeApiKeyResponse(rsp *http.Response) (*RevokeApiKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeApiKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest AdminNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers RevokeApiKeyResponse204Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers204 = &headers
+	case rsp.StatusCode == 401:
+		var headers RevokeApiKeyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers RevokeApiKeyResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 500:
+		var headers RevokeApiKeyResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers RevokeApiKeyResponse503Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -4683,6 +6812,13 @@ func ParseSendMessageResponse(rsp *http.Response) (*SendMessageResponse, error) 
 		}
 		response.ApplicationproblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4825,6 +6961,23 @@ func ParseSendMessageResponse(rsp *http.Response) (*SendMessageResponse, error) 
 			headers.XRequestId = value
 		}
 		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers SendMessageResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers SendMessageResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {

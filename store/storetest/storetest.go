@@ -85,3 +85,16 @@ func New(t testing.TB, colls ...store.Collection) *store.Store {
 	}
 	return s
 }
+
+// Second opens another client on st's database: what a second msgapi
+// process would have. It is closed when the test ends.
+func Second(t testing.TB, st *store.Store) *store.Store {
+	t.Helper()
+	uri, dir := URI(t)
+	s2, err := store.Open(context.Background(), store.Options{URI: uri, SQLiteDir: dir, Database: st.DB.Name(), Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s2.Close(context.Background()) })
+	return s2
+}

@@ -37,7 +37,8 @@
 // Against a server that is already running, pass -url, -key, -store-uri,
 // -receiver-addr and -webhook-secret; that server must run with
 // MSGAPI_SENDER_SMS=webhook, MSGAPI_WEBHOOK_URL=http://<-receiver-addr>/ and
-// MSGAPI_WEBHOOK_SECRET=<-webhook-secret>, and nothing else may send through
+// MSGAPI_WEBHOOK_SECRET=<-webhook-secret> (and MSGAPI_RATE_LIMIT=0, or a
+// workspace rateLimit above the load), and nothing else may send through
 // it meanwhile. Every address must be loopback: this is a benchmark, not a
 // load test of somebody's deployment. Every phase is bounded by its count and
 // by -timeout.

@@ -74,6 +74,7 @@ func startServer(ctx context.Context, stdout io.Writer, webhookURL, secret strin
 		"MSGAPI_WEBHOOK_URL=" + webhookURL,
 		"MSGAPI_WEBHOOK_SECRET=" + secret,
 		"MSGAPI_LOG_LEVEL=warn",
+		"MSGAPI_RATE_LIMIT=0", // measure the server, not the per-workspace rate limit
 	}
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	if err := s.cmd.Start(); err != nil {

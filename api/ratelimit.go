@@ -1,0 +1,51 @@
+package api
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/events"
+	"github.com/msgapi/msgapi/ratelimit"
+)
+
+// RateLimiter decides whether a workspace may send one more request now
+// (ratelimit.Limiter). An error means its shared backend failed and the
+// decision was taken in process; it is logged, never shown.
+type RateLimiter interface {
+	Allow(ctx context.Context, key string, l ratelimit.Limit) (ratelimit.Decision, error)
+}
+
+// rateLimit refuses a workspace's request past its limit with 429 and
+// Retry-After. It runs after authentication (the limit is the workspace's)
+// and before the body is read and the Idempotency-Key is looked up, so a
+// refused request costs no store round trip; an Idempotency-Key replay
+// counts like any other request (a client over its limit waits Retry-After
+// for its replay too).
+func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.opts.Limiter == nil {
+			return next(c)
+		}
+		ws := currentWorkspace(c)
+		lim := ws.RateLimit(s.opts.RateLimit)
+		d, err := s.opts.Limiter.Allow(c.Request().Context(), ws.ID, lim)
+		if err != nil {
+			logger(c).Warn().Err(err).Str("event", events.RateLimitBackendError).Str("workspaceId", ws.ID).
+				Msg("rate limit: Redis failed; this process's own bucket decided")
+		}
+		if d.Allowed {
+			return next(c)
+		}
+		if s.opts.OnRateLimited != nil {
+			s.opts.OnRateLimited(c.Path())
+		}
+		return &msgapi.Error{
+			Code:       msgapi.CodeRateLimited,
+			Message:    fmt.Sprintf("this workspace may send %d messages a second, in bursts of up to %d; nothing was sent, retry after Retry-After seconds", lim.PerSecond, lim.Burst),
+			RetryAfter: d.RetryAfter,
+		}
+	}
+}
