@@ -127,6 +127,14 @@ func TestContract(t *testing.T) {
 			t.Errorf("duplicate answer %v, want duplicateOnly and message %s", dup, msg1)
 		}
 
+		// HubSpot sends its ids as JSON numbers: accepted, stored and
+		// echoed as strings.
+		hs := wantStatus(t, send(t, a, `{"channel":"sms","recipientPhone":"+15550100016","body":"HubSpot ids","hsPortalId":4411,"hsContactId":9007199254740991}`, nil), 201).json(t)
+		if hs["hsPortalId"] != "4411" || hs["hsContactId"] != "9007199254740991" {
+			t.Errorf("HubSpot ids echoed as %#v / %#v, want the strings \"4411\" / \"9007199254740991\"", hs["hsPortalId"], hs["hsContactId"])
+		}
+		wantStatus(t, send(t, a, `{"channel":"sms","recipientPhone":"+15550100016","body":"HubSpot ids","hsPortalId":44.5}`, nil), 400)
+
 		bad := wantStatus(t, send(t, a, `{"channel":"sms","recipientPhone":"nope","body":"","attachments":[{"url":"http://x.example/a"}]}`, nil), 400).json(t)
 		if errs, _ := bad["errors"].([]any); len(errs) != 3 {
 			t.Errorf("errors %v, want one per bad field (3)", bad["errors"])

@@ -505,6 +505,19 @@ type Health struct {
 // HealthStatus defines model for Health.Status.
 type HealthStatus string
 
+// HubSpotID A HubSpot contact or portal id, stored on the lead and echoed back as
+// a string. HubSpot workflows send these as JSON numbers, so an integer
+// from 0 to 2^53-1 is accepted too and stored as its decimal string
+// (`4411` is echoed as `"4411"`).
+//
+// Example: 4411
+type HubSpotID struct {
+	union json.RawMessage
+}
+
+// HubSpotID1 defines model for HubSpotID.1.
+type HubSpotID1 = int
+
 // KeyCreated defines model for KeyCreated.
 type KeyCreated struct {
 	// ApiKey Shown this once.
@@ -684,11 +697,23 @@ type SendRequest struct {
 	// GhlLocationId A CRM identifier (GoHighLevel contact or location, HubSpot contact or portal), stored on the lead and echoed back.
 	GhlLocationId *CRMReference `json:"ghlLocationId,omitempty"`
 
-	// HsContactId A CRM identifier (GoHighLevel contact or location, HubSpot contact or portal), stored on the lead and echoed back.
-	HsContactId *CRMReference `json:"hsContactId,omitempty"`
+	// HsContactId A HubSpot contact or portal id, stored on the lead and echoed back as
+	// a string. HubSpot workflows send these as JSON numbers, so an integer
+	// from 0 to 2^53-1 is accepted too and stored as its decimal string
+	// (`4411` is echoed as `"4411"`).
+	//
+	//
+	// Example: 4411
+	HsContactId *HubSpotID `json:"hsContactId,omitempty"`
 
-	// HsPortalId A CRM identifier (GoHighLevel contact or location, HubSpot contact or portal), stored on the lead and echoed back.
-	HsPortalId *CRMReference `json:"hsPortalId,omitempty"`
+	// HsPortalId A HubSpot contact or portal id, stored on the lead and echoed back as
+	// a string. HubSpot workflows send these as JSON numbers, so an integer
+	// from 0 to 2^53-1 is accepted too and stored as its decimal string
+	// (`4411` is echoed as `"4411"`).
+	//
+	//
+	// Example: 4411
+	HsPortalId *HubSpotID `json:"hsPortalId,omitempty"`
 
 	// LeadId An existing lead of this workspace (404 `lead_not_found` otherwise). Its phone and email fill in missing recipients; its CRM references are updated from this request.
 	LeadId *string `json:"leadId,omitempty"`
@@ -861,6 +886,68 @@ type ReceiveWebhookFormdataRequestBody ReceiveWebhookFormdataBody
 
 // ReceiveWebhookTextRequestBody defines body for ReceiveWebhook for text/plain ContentType.
 type ReceiveWebhookTextRequestBody = ReceiveWebhookTextBody
+
+// AsCRMReference returns the union data inside the HubSpotID as a CRMReference
+func (t HubSpotID) AsCRMReference() (CRMReference, error) {
+	var body CRMReference
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCRMReference overwrites any union data inside the HubSpotID as the provided CRMReference
+func (t *HubSpotID) FromCRMReference(v CRMReference) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCRMReference performs a merge with any union data inside the HubSpotID, using the provided CRMReference
+func (t *HubSpotID) MergeCRMReference(v CRMReference) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsHubSpotID1 returns the union data inside the HubSpotID as a HubSpotID1
+func (t HubSpotID) AsHubSpotID1() (HubSpotID1, error) {
+	var body HubSpotID1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromHubSpotID1 overwrites any union data inside the HubSpotID as the provided HubSpotID1
+func (t *HubSpotID) FromHubSpotID1(v HubSpotID1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeHubSpotID1 performs a merge with any union data inside the HubSpotID, using the provided HubSpotID1
+func (t *HubSpotID) MergeHubSpotID1(v HubSpotID1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t HubSpotID) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *HubSpotID) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // AsSendResponse returns the union data inside the SendMessage200JSONResponseBody as a SendResponse
 func (t SendMessage200JSONResponseBody) AsSendResponse() (SendResponse, error) {
