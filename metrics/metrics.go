@@ -48,9 +48,34 @@ type Metrics struct {
 	eventNames  *labelSet
 }
 
+// Option configures New.
+type Option func(*options)
+
+type options struct{ slowestRequest time.Duration }
+
+// SlowestRequest is the longest a request can legitimately take (the send
+// timeout plus the duplicate guard's wait): the latency buckets reach at
+// least twice past it, so the slowest requests land in a bucket of their
+// own instead of +Inf.
+func SlowestRequest(d time.Duration) Option { return func(o *options) { o.slowestRequest = d } }
+
+// latencyBuckets are the HTTP latency buckets: fine below a second, then
+// up to 60 s, then doubling until twice the slowest request is covered.
+func latencyBuckets(slowest time.Duration) []float64 {
+	b := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15, 20, 30, 60}
+	for b[len(b)-1] < 2*slowest.Seconds() {
+		b = append(b, 2*b[len(b)-1])
+	}
+	return b
+}
+
 // New registers msgapi's collectors, plus the Go runtime and process
 // collectors, on a fresh registry.
-func New() *Metrics {
+func New(opts ...Option) *Metrics {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -60,7 +85,7 @@ func New() *Metrics {
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "msgapi_http_request_duration_seconds",
 			Help:    "HTTP request latency by method and route template, including the problem document on errors.",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+			Buckets: latencyBuckets(o.slowestRequest),
 		}, []string{"method", "route"}),
 		sends: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "msgapi_sends_total",

@@ -3,6 +3,7 @@ package metrics
 import (
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -245,4 +246,30 @@ func between(s, start, end string) string {
 	_, rest, _ := strings.Cut(s, start)
 	v, _, _ := strings.Cut(rest, end)
 	return v
+}
+
+// The latency histogram reaches past the slowest request: with the
+// defaults (10 s send timeout + 3 s duplicate wait) a 13 s request lands
+// in a finite bucket, and a longer configured timeout widens the range.
+func TestLatencyBucketsReachPastTheSlowestRequest(t *testing.T) {
+	for _, slowest := range []time.Duration{0, 13 * time.Second, 45 * time.Second, 5 * time.Minute} {
+		m := New(SlowestRequest(slowest))
+		h := m.latency.WithLabelValues("POST", "/api/messages")
+		h.Observe(slowest.Seconds())
+		rec := serve(newEcho(m), http.MethodGet, "/metrics")
+		top := 0.0
+		for _, line := range strings.Split(rec.Body.String(), "\n") {
+			var le float64
+			var n int
+			if _, err := fmt.Sscanf(line, `msgapi_http_request_duration_seconds_bucket{method="POST",route="/api/messages",le="%g"} %d`, &le, &n); err == nil && !math.IsInf(le, 1) {
+				top = le
+				if le >= slowest.Seconds() && n != 1 {
+					t.Errorf("slowest %v: bucket le=%g holds %d, want the observation", slowest, le, n)
+				}
+			}
+		}
+		if top < 30 || top < 2*slowest.Seconds() {
+			t.Errorf("slowest %v: top finite bucket %gs, want at least 30s and twice the slowest request", slowest, top)
+		}
+	}
 }
