@@ -69,6 +69,11 @@ func TestContract(t *testing.T) {
 		if r := c.do(t, a, call{method: "GET", path: "/docs"}); !bytes.Contains(r.body, []byte(`id="error-invalid_request"`)) {
 			t.Error("GET /docs has no Errors section")
 		}
+		asset := wantStatus(t, c.do(t, a, call{method: "GET", path: "/docs/assets/swagger-ui.css"}), 200)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/docs/assets/swagger-ui.css", header: map[string]string{"If-None-Match": asset.header.Get("ETag")}}), 304)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/docs/assets/docs.js"}), 200)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/docs/assets/swagger-ui-LICENSE"}), 200)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/docs/assets/no-such-file.js"}), 404)
 		r := c.do(t, a, call{method: "GET", path: "/healthz", header: map[string]string{"X-Request-Id": "contract-1"}})
 		if got := r.header.Get("X-Request-Id"); got != "contract-1" {
 			t.Errorf("X-Request-Id %q, want the caller's contract-1", got)
