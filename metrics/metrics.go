@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/msgapi/msgapi/events"
 	"github.com/msgapi/msgapi/events/loki"
 )
 
@@ -46,6 +47,11 @@ type Metrics struct {
 	loki        *lokiCollector
 	lost        prometheus.Counter
 	eventNames  *labelSet
+
+	// pendingByWorkspace: duplicate_pending events per workspace (the
+	// operator's "pending flood" alert), its labels bounded by workspaces.
+	pendingByWorkspace *prometheus.CounterVec
+	workspaces         *labelSet
 }
 
 // Option configures New.
@@ -113,6 +119,11 @@ func New(opts ...Option) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15), // 0.25 ms .. 4 s
 		}, []string{"command"}),
 		eventNames: &labelSet{max: maxEventNames, seen: map[string]bool{}},
+		pendingByWorkspace: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "msgapi_duplicate_pending_total",
+			Help: "Duplicates answered \"still in flight\" (message.api.duplicate_pending) by workspace; past 1000 workspaces the rest share workspace_id=\"other\".",
+		}, []string{"workspace_id"}),
+		workspaces: &labelSet{max: maxWorkspaceLabels, seen: map[string]bool{}},
 		loki: &lokiCollector{
 			dropped: prometheus.NewDesc("msgapi_loki_lines_dropped_total",
 				"Log lines that never reached Loki, by reason: queue_full (Loki slow or down; the oldest queued lines make room), push_failed (the client gave up after retries), shutdown (the final flush ran out of time).",
@@ -126,7 +137,7 @@ func New(opts ...Option) *Metrics {
 		},
 	}
 	m.reg.MustRegister(
-		m.requests, m.latency, m.sends, m.duplicates, m.idempotency, m.events, m.store, m.loki, m.lost,
+		m.requests, m.latency, m.sends, m.duplicates, m.idempotency, m.events, m.store, m.loki, m.lost, m.pendingByWorkspace,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -206,13 +217,11 @@ func (m *Metrics) WatchLoki(stats func() loki.Stats) {
 }
 
 // Events returns a writer for the log stream (next to stdout in a
-// zerolog.MultiLevelWriter) that counts each line's event.
-func (m *Metrics) Events() io.Writer { return eventCounter{m.events, m.eventNames} }
+// zerolog.MultiLevelWriter) that counts each line's event, and the
+// duplicate_pending events by workspace.
+func (m *Metrics) Events() io.Writer { return eventCounter{m} }
 
-type eventCounter struct {
-	c     *prometheus.CounterVec
-	names *labelSet
-}
+type eventCounter struct{ m *Metrics }
 
 var eventKey = []byte(`"event":`)
 
@@ -221,12 +230,28 @@ func (w eventCounter) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	var f struct {
-		Event string `json:"event"`
+		Event       string `json:"event"`
+		WorkspaceID string `json:"workspaceId"`
 	}
 	if json.Unmarshal(p, &f) == nil && f.Event != "" {
-		w.c.WithLabelValues(w.names.admit(boundedName(f.Event))).Inc()
+		w.m.events.WithLabelValues(w.m.eventNames.admit(boundedName(f.Event))).Inc()
+		if f.Event == events.DuplicatePending {
+			w.m.pendingByWorkspace.WithLabelValues(w.m.workspaceLabel(f.WorkspaceID)).Inc()
+		}
 	}
 	return len(p), nil
+}
+
+// maxWorkspaceLabels bounds msgapi_duplicate_pending_total's series: the
+// first workspaces to have a pending duplicate get their own label, later
+// ones share "other" (the LogQL in the README breaks those down).
+const maxWorkspaceLabels = 1000
+
+func (m *Metrics) workspaceLabel(id string) string {
+	if id == "" || boundedName(id) != id {
+		return "other"
+	}
+	return m.workspaces.admit(id)
 }
 
 // boundedName keeps event names shaped like the constants in package events.

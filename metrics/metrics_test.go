@@ -273,3 +273,30 @@ func TestLatencyBucketsReachPastTheSlowestRequest(t *testing.T) {
 		}
 	}
 }
+
+// duplicate_pending events are counted per workspace (the pending-flood
+// alert), with the label set bounded.
+func TestPendingByWorkspace(t *testing.T) {
+	m := New()
+	log := zerolog.New(zerolog.MultiLevelWriter(io.Discard, m.Events()))
+	for i := 0; i < 3; i++ {
+		log.Info().Str("event", events.DuplicatePending).Str("workspaceId", "ws_a").Msg("pending")
+	}
+	log.Info().Str("event", events.DuplicatePending).Str("workspaceId", "ws_b").Msg("pending")
+	log.Info().Str("event", events.DuplicateBlocked).Str("workspaceId", "ws_c").Msg("blocked")
+	log.Info().Str("event", events.DuplicatePending).Str("workspaceId", `ws"}{`).Msg("pending")
+	if n := testutil.CollectAndCount(m.pendingByWorkspace); n != 3 {
+		t.Errorf("%d series, want ws_a, ws_b and other (a blocked duplicate is not pending)", n)
+	}
+	for ws, want := range map[string]float64{"ws_a": 3, "ws_b": 1, "other": 1} {
+		if got := testutil.ToFloat64(m.pendingByWorkspace.WithLabelValues(ws)); got != want {
+			t.Errorf("msgapi_duplicate_pending_total{workspace_id=%q} = %v, want %v", ws, got, want)
+		}
+	}
+	for i := 0; i < maxWorkspaceLabels+5; i++ {
+		log.Info().Str("event", events.DuplicatePending).Str("workspaceId", fmt.Sprintf("ws_%d", i)).Msg("pending")
+	}
+	if n := testutil.CollectAndCount(m.pendingByWorkspace); n > maxWorkspaceLabels+1 {
+		t.Errorf("%d series, want at most %d workspaces and other", n, maxWorkspaceLabels)
+	}
+}
