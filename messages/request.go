@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"mime"
 	"net/url"
 	"slices"
@@ -189,15 +190,26 @@ func ParseSendRequest(body []byte, defaultRegion string) (SendRequest, error) {
 	r.Attachments = v.attachments()
 
 	for _, ref := range []struct {
-		name string
-		dst  *string
+		name    string
+		dst     *string
+		numeric bool // HubSpot sends its ids as JSON numbers
 	}{
-		{"ghlContactId", &r.CRM.GHLContactID},
-		{"ghlLocationId", &r.CRM.GHLLocationID},
-		{"hsContactId", &r.CRM.HSContactID},
-		{"hsPortalId", &r.CRM.HSPortalID},
+		{"ghlContactId", &r.CRM.GHLContactID, false},
+		{"ghlLocationId", &r.CRM.GHLLocationID, false},
+		{"hsContactId", &r.CRM.HSContactID, true},
+		{"hsPortalId", &r.CRM.HSPortalID, true},
 	} {
-		s, _ := v.str(ref.name, "")
+		var s string
+		if raw := v.fields[ref.name]; ref.numeric && !v.dups[ref.name] && len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+			n, ok := crmNumber(raw)
+			if !ok {
+				v.add(ref.name, fmt.Sprintf("must be a string or an integer from 0 to %d", reqMaxCRMNumber))
+				continue
+			}
+			s = n
+		} else {
+			s, _ = v.str(ref.name, "")
+		}
 		switch {
 		case len(s) > reqMaxCRMRef:
 			v.add(ref.name, fmt.Sprintf("must be at most %d bytes", reqMaxCRMRef))
@@ -287,6 +299,25 @@ func (r *SendRequest) validateRecipient() (field, msg string) {
 		return "channel", `must be one of "sms", "imessage", "email"`
 	}
 	return "", ""
+}
+
+// reqMaxCRMNumber is the largest CRM id accepted as a JSON number: the
+// largest integer a float64 (and so JavaScript, and the schema validators
+// that read JSON numbers as float64) holds exactly. HubSpot's ids are far
+// below it.
+const reqMaxCRMNumber = 1<<53 - 1
+
+// crmNumber turns a JSON number into the decimal string it is stored and
+// echoed as (42 → "42", 4.2e1 → "42"). It reads the number as a float64,
+// as schema validators do, so that the document's integer rule and the
+// parser agree on every input; within the accepted range the conversion
+// is exact.
+func crmNumber(raw json.RawMessage) (string, bool) {
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || f != math.Trunc(f) || f < 0 || f > reqMaxCRMNumber {
+		return "", false
+	}
+	return strconv.FormatFloat(math.Abs(f), 'f', -1, 64), true // -0 is "0"
 }
 
 // reqFieldRank orders a field path ("attachments[2].url") by its top-level

@@ -343,11 +343,18 @@ func TestParseSendRequestCRM(t *testing.T) {
 		{name: "null", body: reqDoc("ghlContactId", `null`), want: CRMRefs{}},
 		{name: "255 bytes", body: reqDoc("hsContactId", reqQuote(strings.Repeat("c", 255))), want: CRMRefs{HSContactID: strings.Repeat("c", 255)}},
 		{name: "256 bytes", body: reqDoc("ghlContactId", long), fields: []string{"ghlContactId"}},
-		{name: "number", body: reqDoc("hsPortalId", `42`), fields: []string{"hsPortalId"}},
+		// HubSpot sends its contact and portal ids as JSON numbers.
+		{name: "HubSpot numbers", body: reqDoc("hsPortalId", `4411`, "hsContactId", `9007199254740991`), want: CRMRefs{HSPortalID: "4411", HSContactID: "9007199254740991"}},
+		{name: "HubSpot number zero and exponent", body: reqDoc("hsPortalId", `-0`, "hsContactId", `4.2e1`), want: CRMRefs{HSPortalID: "0", HSContactID: "42"}},
+		{name: "HubSpot number with a fraction", body: reqDoc("hsPortalId", `1.5`), fields: []string{"hsPortalId"}},
+		{name: "HubSpot number negative", body: reqDoc("hsContactId", `-1`), fields: []string{"hsContactId"}},
+		{name: "HubSpot number past 2^53-1", body: reqDoc("hsContactId", `9007199254740993`), fields: []string{"hsContactId"}},
+		{name: "HubSpot number beyond float64", body: reqDoc("hsPortalId", `1e400`), fields: []string{"hsPortalId"}},
+		{name: "GoHighLevel number", body: reqDoc("ghlContactId", `42`), fields: []string{"ghlContactId"}},
 		{name: "control character", body: reqDoc("ghlLocationId", `"a\nb"`), fields: []string{"ghlLocationId"}},
 		{
 			name:   "all four bad, in order",
-			body:   reqDoc("hsPortalId", `1`, "hsContactId", long, "ghlLocationId", `[]`, "ghlContactId", `{}`),
+			body:   reqDoc("hsPortalId", `1.5`, "hsContactId", long, "ghlLocationId", `[]`, "ghlContactId", `{}`),
 			fields: []string{"ghlContactId", "ghlLocationId", "hsContactId", "hsPortalId"},
 		},
 	}, func(r SendRequest) any { return r.CRM })
@@ -434,7 +441,7 @@ func TestParseSendRequestJSONTypes(t *testing.T) {
 		{
 			name: "every field the wrong type",
 			body: []byte(`{"channel":1,"recipientPhone":2,"recipientEmail":[],"leadId":{},"body":true,"subject":3,` +
-				`"attachments":{},"ghlContactId":4,"ghlLocationId":5,"hsContactId":6,"hsPortalId":7,"metadata":"m"}`),
+				`"attachments":{},"ghlContactId":4,"ghlLocationId":5,"hsContactId":true,"hsPortalId":[7],"metadata":"m"}`),
 			fields: []string{"channel", "recipientPhone", "recipientEmail", "leadId", "body", "subject", "attachments",
 				"ghlContactId", "ghlLocationId", "hsContactId", "hsPortalId", "metadata"},
 		},
@@ -473,7 +480,7 @@ func TestParseSendRequestDuplicateKeys(t *testing.T) {
 func TestParseSendRequestAllErrorsAtOnce(t *testing.T) {
 	body := []byte(`{
 		"metadata": [],
-		"hsPortalId": 7,
+		"hsPortalId": -7,
 		"attachments": [{"url": "http://cdn.example.com/a.png", "filename": "a/b"}, {"contentType": "x"}],
 		"subject": "Hi\r\nBcc: eve@example.com",
 		"body": 5,

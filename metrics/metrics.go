@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/msgapi/msgapi/events"
 	"github.com/msgapi/msgapi/events/loki"
 )
 
@@ -47,11 +48,41 @@ type Metrics struct {
 	lost        prometheus.Counter
 	eventNames  *labelSet
 	rateLimited *prometheus.CounterVec
+
+	// pendingByWorkspace: duplicate_pending events per workspace (the
+	// operator's "pending flood" alert), its labels bounded by workspaces.
+	pendingByWorkspace *prometheus.CounterVec
+	workspaces         *labelSet
+}
+
+// Option configures New.
+type Option func(*options)
+
+type options struct{ slowestRequest time.Duration }
+
+// SlowestRequest is the longest a request can legitimately take (the send
+// timeout plus the duplicate guard's wait): the latency buckets reach at
+// least twice past it, so the slowest requests land in a bucket of their
+// own instead of +Inf.
+func SlowestRequest(d time.Duration) Option { return func(o *options) { o.slowestRequest = d } }
+
+// latencyBuckets are the HTTP latency buckets: fine below a second, then
+// up to 60 s, then doubling until twice the slowest request is covered.
+func latencyBuckets(slowest time.Duration) []float64 {
+	b := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15, 20, 30, 60}
+	for b[len(b)-1] < 2*slowest.Seconds() {
+		b = append(b, 2*b[len(b)-1])
+	}
+	return b
 }
 
 // New registers msgapi's collectors, plus the Go runtime and process
 // collectors, on a fresh registry.
-func New() *Metrics {
+func New(opts ...Option) *Metrics {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -61,7 +92,7 @@ func New() *Metrics {
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "msgapi_http_request_duration_seconds",
 			Help:    "HTTP request latency by method and route template, including the problem document on errors.",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+			Buckets: latencyBuckets(o.slowestRequest),
 		}, []string{"method", "route"}),
 		sends: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "msgapi_sends_total",
@@ -93,6 +124,11 @@ func New() *Metrics {
 			Name: "msgapi_rate_limited_total",
 			Help: "Requests refused with 429 because their workspace was over its rate limit, by route template.",
 		}, []string{"route"}),
+		pendingByWorkspace: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "msgapi_duplicate_pending_total",
+			Help: "Duplicates answered \"still in flight\" (message.api.duplicate_pending) by workspace; past 1000 workspaces the rest share workspace_id=\"other\".",
+		}, []string{"workspace_id"}),
+		workspaces: &labelSet{max: maxWorkspaceLabels, seen: map[string]bool{}},
 		loki: &lokiCollector{
 			dropped: prometheus.NewDesc("msgapi_loki_lines_dropped_total",
 				"Log lines that never reached Loki, by reason: queue_full (Loki slow or down; the oldest queued lines make room), push_failed (the client gave up after retries), shutdown (the final flush ran out of time).",
@@ -106,7 +142,7 @@ func New() *Metrics {
 		},
 	}
 	m.reg.MustRegister(
-		m.requests, m.latency, m.sends, m.duplicates, m.idempotency, m.events, m.store, m.loki, m.lost, m.rateLimited,
+		m.requests, m.latency, m.sends, m.duplicates, m.idempotency, m.events, m.store, m.loki, m.lost, m.rateLimited, m.pendingByWorkspace,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -189,13 +225,11 @@ func (m *Metrics) WatchLoki(stats func() loki.Stats) {
 }
 
 // Events returns a writer for the log stream (next to stdout in a
-// zerolog.MultiLevelWriter) that counts each line's event.
-func (m *Metrics) Events() io.Writer { return eventCounter{m.events, m.eventNames} }
+// zerolog.MultiLevelWriter) that counts each line's event, and the
+// duplicate_pending events by workspace.
+func (m *Metrics) Events() io.Writer { return eventCounter{m} }
 
-type eventCounter struct {
-	c     *prometheus.CounterVec
-	names *labelSet
-}
+type eventCounter struct{ m *Metrics }
 
 var eventKey = []byte(`"event":`)
 
@@ -204,12 +238,28 @@ func (w eventCounter) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	var f struct {
-		Event string `json:"event"`
+		Event       string `json:"event"`
+		WorkspaceID string `json:"workspaceId"`
 	}
 	if json.Unmarshal(p, &f) == nil && f.Event != "" {
-		w.c.WithLabelValues(w.names.admit(boundedName(f.Event))).Inc()
+		w.m.events.WithLabelValues(w.m.eventNames.admit(boundedName(f.Event))).Inc()
+		if f.Event == events.DuplicatePending {
+			w.m.pendingByWorkspace.WithLabelValues(w.m.workspaceLabel(f.WorkspaceID)).Inc()
+		}
 	}
 	return len(p), nil
+}
+
+// maxWorkspaceLabels bounds msgapi_duplicate_pending_total's series: the
+// first workspaces to have a pending duplicate get their own label, later
+// ones share "other" (the LogQL in the README breaks those down).
+const maxWorkspaceLabels = 1000
+
+func (m *Metrics) workspaceLabel(id string) string {
+	if id == "" || boundedName(id) != id {
+		return "other"
+	}
+	return m.workspaces.admit(id)
 }
 
 // boundedName keeps event names shaped like the constants in package events.

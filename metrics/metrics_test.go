@@ -3,6 +3,7 @@ package metrics
 import (
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -254,5 +255,58 @@ func TestRateLimited(t *testing.T) {
 	body := serve(newEcho(m), http.MethodGet, "/metrics").Body.String()
 	if want := `msgapi_rate_limited_total{route="/api/messages"} 2`; !strings.Contains(body, want) {
 		t.Errorf("/metrics lacks %q", want)
+	}
+}
+
+// The latency histogram reaches past the slowest request: with the
+// defaults (10 s send timeout + 3 s duplicate wait) a 13 s request lands
+// in a finite bucket, and a longer configured timeout widens the range.
+func TestLatencyBucketsReachPastTheSlowestRequest(t *testing.T) {
+	for _, slowest := range []time.Duration{0, 13 * time.Second, 45 * time.Second, 5 * time.Minute} {
+		m := New(SlowestRequest(slowest))
+		h := m.latency.WithLabelValues("POST", "/api/messages")
+		h.Observe(slowest.Seconds())
+		rec := serve(newEcho(m), http.MethodGet, "/metrics")
+		top := 0.0
+		for _, line := range strings.Split(rec.Body.String(), "\n") {
+			var le float64
+			var n int
+			if _, err := fmt.Sscanf(line, `msgapi_http_request_duration_seconds_bucket{method="POST",route="/api/messages",le="%g"} %d`, &le, &n); err == nil && !math.IsInf(le, 1) {
+				top = le
+				if le >= slowest.Seconds() && n != 1 {
+					t.Errorf("slowest %v: bucket le=%g holds %d, want the observation", slowest, le, n)
+				}
+			}
+		}
+		if top < 30 || top < 2*slowest.Seconds() {
+			t.Errorf("slowest %v: top finite bucket %gs, want at least 30s and twice the slowest request", slowest, top)
+		}
+	}
+}
+
+// duplicate_pending events are counted per workspace (the pending-flood
+// alert), with the label set bounded.
+func TestPendingByWorkspace(t *testing.T) {
+	m := New()
+	log := zerolog.New(zerolog.MultiLevelWriter(io.Discard, m.Events()))
+	for i := 0; i < 3; i++ {
+		log.Info().Str("event", events.DuplicatePending).Str("workspaceId", "ws_a").Msg("pending")
+	}
+	log.Info().Str("event", events.DuplicatePending).Str("workspaceId", "ws_b").Msg("pending")
+	log.Info().Str("event", events.DuplicateBlocked).Str("workspaceId", "ws_c").Msg("blocked")
+	log.Info().Str("event", events.DuplicatePending).Str("workspaceId", `ws"}{`).Msg("pending")
+	if n := testutil.CollectAndCount(m.pendingByWorkspace); n != 3 {
+		t.Errorf("%d series, want ws_a, ws_b and other (a blocked duplicate is not pending)", n)
+	}
+	for ws, want := range map[string]float64{"ws_a": 3, "ws_b": 1, "other": 1} {
+		if got := testutil.ToFloat64(m.pendingByWorkspace.WithLabelValues(ws)); got != want {
+			t.Errorf("msgapi_duplicate_pending_total{workspace_id=%q} = %v, want %v", ws, got, want)
+		}
+	}
+	for i := 0; i < maxWorkspaceLabels+5; i++ {
+		log.Info().Str("event", events.DuplicatePending).Str("workspaceId", fmt.Sprintf("ws_%d", i)).Msg("pending")
+	}
+	if n := testutil.CollectAndCount(m.pendingByWorkspace); n > maxWorkspaceLabels+1 {
+		t.Errorf("%d series, want at most %d workspaces and other", n, maxWorkspaceLabels)
 	}
 }

@@ -1,6 +1,6 @@
 // Package openapi is msgapi's HTTP contract: openapi.yaml, embedded in the
-// binary, served at GET /openapi.yaml and rendered as a self-contained page
-// at GET /docs.
+// binary, served at GET /openapi.yaml and shown at GET /docs by Swagger UI
+// (vendored in swaggerui/, served by msgapi itself: no CDN).
 //
 // It decides what the API promises: every operation, status, header and
 // response shape, with nullability and required keys exact enough that the
@@ -8,9 +8,10 @@
 // answers anything the document does not allow. The request schema is the
 // schema-expressible part of messages.ParseSendRequest, and a test proves
 // the two agree; what a schema cannot say is listed in the document's own
-// description. The page is rendered once, from the parsed document, so it
-// can never disagree with it, and it loads nothing from elsewhere: no CDN,
-// no scripts.
+// description. The page reads the served document, so it can never
+// disagree with it; its Errors section, rendered here from
+// x-problem-codes, is where every problem type URI (/docs#error-<code>)
+// points.
 package openapi
 
 import (
@@ -23,6 +24,8 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/labstack/echo/v4"
+
+	"github.com/msgapi/msgapi"
 )
 
 //go:embed openapi.yaml
@@ -50,32 +53,55 @@ const (
 	HTMLContentType = "text/html; charset=utf-8"
 )
 
-// Register mounts GET /openapi.yaml and GET /docs on e. The page is
-// rendered on first request and kept; a document that does not parse
-// (tests prevent it) makes /docs an error, never the server.
+// Register mounts GET /openapi.yaml, GET /docs (Swagger UI on the embedded
+// document, with an anchor per error code) and GET /docs/assets/{file}
+// (Swagger UI's vendored files and the page's own, served from the
+// binary). The page is rendered on first request and kept; a document
+// that does not parse (tests prevent it) makes /docs an error, never the
+// server.
 func Register(e *echo.Echo) {
 	var (
-		once sync.Once
-		page []byte
-		err  error
+		once   sync.Once
+		page   []byte
+		assets map[string]*asset
+		err    error
 	)
+	load := func() error {
+		once.Do(func() {
+			if assets, err = loadAssets(); err == nil {
+				page, err = Page(assets)
+			}
+		})
+		return err
+	}
 	e.GET("/openapi.yaml", func(c echo.Context) error {
 		return c.Blob(http.StatusOK, YAMLContentType, spec)
 	})
 	e.GET("/docs", func(c echo.Context) error {
-		once.Do(func() { page, err = Page() })
-		if err != nil {
+		if err := load(); err != nil {
 			return err
 		}
+		c.Response().Header().Set("Content-Security-Policy", docsCSP)
+		c.Response().Header().Set("X-Content-Type-Options", "nosniff")
 		return c.Blob(http.StatusOK, HTMLContentType, page)
+	})
+	e.GET("/docs/assets/:file", func(c echo.Context) error {
+		if err := load(); err != nil {
+			return err
+		}
+		a, ok := assets[c.Param("file")]
+		if !ok {
+			return msgapi.Errorf(msgapi.CodeNotFound, "/docs/assets has no file %q", c.Param("file"))
+		}
+		return a.serve(c)
 	})
 }
 
 // Page renders the documentation page from the embedded document.
-func Page() ([]byte, error) {
+func Page(assets map[string]*asset) ([]byte, error) {
 	doc, err := Load()
 	if err != nil {
 		return nil, err
 	}
-	return render(doc)
+	return render(doc, assets)
 }

@@ -2,10 +2,15 @@ package openapi
 
 import (
 	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"html"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,6 +24,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/labstack/echo/v4"
+
+	"github.com/msgapi/msgapi"
 )
 
 func TestLoad(t *testing.T) {
@@ -47,7 +54,7 @@ var wantOperations = []string{
 	"GET /admin/workspaces/{id}", "PATCH /admin/workspaces/{id}", "POST /admin/workspaces/{id}/disable",
 	"POST /admin/workspaces/{id}/enable", "GET /admin/workspaces/{id}/keys", "DELETE /admin/workspaces/{id}/keys/{keyId}",
 	"POST /api/webhooks/{workspaceId}/{channel}",
-	"GET /healthz", "GET /readyz", "GET /metrics", "GET /openapi.yaml", "GET /docs",
+	"GET /healthz", "GET /readyz", "GET /metrics", "GET /openapi.yaml", "GET /docs", "GET /docs/assets/{file}",
 }
 
 func TestEveryOperation(t *testing.T) {
@@ -130,7 +137,11 @@ func codeConstants(t *testing.T) []string {
 }
 
 func TestDocsPage(t *testing.T) {
-	rendered, err := Page()
+	assets, err := loadAssets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := Page(assets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,22 +155,13 @@ func TestDocsPage(t *testing.T) {
 		}
 		ids[m[1]] = true
 	}
-	for _, path := range doc.Paths.InMatchingOrder() {
-		for _, op := range doc.Paths.Value(path).Operations() {
-			if !ids["op-"+op.OperationID] {
-				t.Errorf("no section for operation %s", op.OperationID)
-			}
-		}
-	}
-	for name := range doc.Components.Schemas {
-		if !ids["schema-"+name] {
-			t.Errorf("no section for schema %s", name)
-		}
-	}
 	codes, _ := ProblemCodes(doc)
 	for _, c := range codes {
 		if !ids["error-"+c.Code] {
 			t.Errorf("no anchor error-%s: the problem type /docs#error-%s would point nowhere", c.Code, c.Code)
+		}
+		if !strings.Contains(html.UnescapeString(page), c.Title) {
+			t.Errorf("the Errors section lacks the title of %s", c.Code)
 		}
 	}
 	// Every in-page link lands, including every problem type URI the
@@ -174,39 +176,146 @@ func TestDocsPage(t *testing.T) {
 			t.Errorf("the document links /docs#%s, which the page lacks", m[1])
 		}
 	}
-	// Self-contained: nothing is loaded from anywhere, no scripts.
-	for _, bad := range []string{"<script", "<link", "src=", "@import", "url(", `href="http`, `href="//`} {
-		if strings.Contains(strings.ToLower(page), bad) {
-			t.Errorf("the page contains %q: it must load nothing from elsewhere", bad)
+	// Nothing is loaded from elsewhere: every script, stylesheet and link
+	// is this server's, and every asset the page names is served.
+	refs := regexp.MustCompile(`(?:src|href)="([^"#][^"]*)"`).FindAllStringSubmatch(page, -1)
+	if len(refs) < 5 {
+		t.Errorf("the page references %d files, want Swagger UI's and its own", len(refs))
+	}
+	for _, m := range refs {
+		ref := html.UnescapeString(m[1])
+		if !strings.HasPrefix(ref, "/") || strings.HasPrefix(ref, "//") {
+			t.Errorf("the page references %q, not a file of this server", ref)
+			continue
+		}
+		if name, ok := strings.CutPrefix(ref, "/docs/assets/"); ok {
+			name, v, _ := strings.Cut(name, "?v=")
+			if a := assets[name]; a == nil || `"`+v+`"` != a.etag {
+				t.Errorf("the page references %q: not a served asset at its current version", ref)
+			}
+		} else if ref != "/openapi.yaml" {
+			t.Errorf("the page references %q", ref)
 		}
 	}
-	// Examples are shown as the client would see them.
-	for _, want := range []string{`"duplicateOnly": true`, `"message": null`, `Retry-After`, `Idempotency-Key`, `Idempotent-Replayed`} {
-		if !strings.Contains(html.UnescapeString(page), want) {
-			t.Errorf("the page does not show %s", want)
+	// The start-up script calls nothing but this server.
+	js, _ := assetFS.ReadFile("assets/docs.js")
+	if regexp.MustCompile(`https?://`).Match(js) || !strings.Contains(string(js), "validatorUrl: null") {
+		t.Error("docs.js must name no other host and switch the validator badge off")
+	}
+}
+
+// The vendored Swagger UI is the pinned release, unchanged, with its
+// licence; the README's hashes are the files'.
+func TestVendoredSwaggerUI(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("swaggerui", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "swagger-ui-dist@"+swaggerUIVersion) {
+		t.Errorf("swaggerui/README.md does not name swagger-ui-dist@%s", swaggerUIVersion)
+	}
+	for _, f := range []string{"swagger-ui-bundle.js", "swagger-ui.css"} {
+		b, err := assetFS.ReadFile("swaggerui/" + f)
+		if err != nil {
+			t.Fatal(err)
 		}
+		sum := sha256.Sum256(b)
+		if row := "| " + f + " | " + hex.EncodeToString(sum[:]) + " |"; !strings.Contains(string(readme), row) {
+			t.Errorf("%s: its sha256 is not the one swaggerui/README.md pins (%s)", f, row)
+		}
+	}
+	lic, _ := assetFS.ReadFile("swaggerui/LICENSE")
+	if !strings.Contains(string(lic), "Apache License") {
+		t.Error("swaggerui/LICENSE is not the Apache License")
 	}
 }
 
 func TestRegister(t *testing.T) {
 	e := echo.New()
+	// The api package's error handler, as far as these routes need it.
+	e.HTTPErrorHandler = func(err error, c echo.Context) {
+		var me *msgapi.Error
+		if errors.As(err, &me) && me.Code == msgapi.CodeNotFound {
+			_ = c.NoContent(http.StatusNotFound)
+			return
+		}
+		t.Errorf("%s: error %v, want a msgapi not_found error", c.Request().URL, err)
+		_ = c.NoContent(http.StatusInternalServerError)
+	}
 	Register(e)
 	for _, tc := range []struct {
-		path, contentType string
-		body              []byte
+		path, acceptEncoding string
+		status               int
+		contentType          string
+		body                 []byte
+		gzip                 bool
 	}{
-		{"/openapi.yaml", YAMLContentType, spec},
-		{"/docs", HTMLContentType, nil},
+		{"/openapi.yaml", "", 200, YAMLContentType, spec, false},
+		{"/docs", "", 200, HTMLContentType, nil, false},
+		{"/docs/assets/docs.js", "", 200, "text/javascript; charset=utf-8", mustAsset(t, "assets/docs.js"), false},
+		{"/docs/assets/swagger-ui.css", "", 200, "text/css; charset=utf-8", mustAsset(t, "swaggerui/swagger-ui.css"), false},
+		{"/docs/assets/swagger-ui-bundle.js", "gzip, deflate", 200, "text/javascript; charset=utf-8", mustAsset(t, "swaggerui/swagger-ui-bundle.js"), true},
+		{"/docs/assets/swagger-ui-LICENSE", "", 200, "text/plain; charset=utf-8", mustAsset(t, "swaggerui/LICENSE"), false},
+		{"/docs/assets/secret.go", "", 404, "", nil, false},
+		{"/docs/assets/..%2fopenapi.yaml", "", 404, "", nil, false},
 	} {
-		rec := httptest.NewRecorder()
-		e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tc.path, nil))
-		if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != tc.contentType {
-			t.Errorf("GET %s: %d %q, want 200 %q", tc.path, rec.Code, rec.Header().Get("Content-Type"), tc.contentType)
+		req := httptest.NewRequest(http.MethodGet, tc.path, nil)
+		if tc.acceptEncoding != "" {
+			req.Header.Set("Accept-Encoding", tc.acceptEncoding)
 		}
-		if tc.body != nil && !bytes.Equal(rec.Body.Bytes(), tc.body) {
-			t.Errorf("GET %s: not the embedded document", tc.path)
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		if rec.Code != tc.status {
+			t.Errorf("GET %s: %d, want %d", tc.path, rec.Code, tc.status)
+			continue
+		}
+		if tc.status != 200 {
+			continue
+		}
+		if got := rec.Header().Get("Content-Type"); got != tc.contentType {
+			t.Errorf("GET %s: Content-Type %q, want %q", tc.path, got, tc.contentType)
+		}
+		body := rec.Body.Bytes()
+		if got := rec.Header().Get("Content-Encoding") == "gzip"; got != tc.gzip {
+			t.Errorf("GET %s: gzip %v, want %v", tc.path, got, tc.gzip)
+		} else if got {
+			zr, err := gzip.NewReader(bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if body, err = io.ReadAll(zr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if tc.body != nil && !bytes.Equal(body, tc.body) {
+			t.Errorf("GET %s: not the embedded file", tc.path)
 		}
 	}
+	// The page allows only this origin.
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/docs", nil))
+	if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "connect-src 'self'") || !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("GET /docs: Content-Security-Policy %q", csp)
+	}
+	// A current copy is not sent again.
+	rec = httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/docs/assets/docs.css", nil))
+	req := httptest.NewRequest(http.MethodGet, "/docs/assets/docs.css", nil)
+	req.Header.Set("If-None-Match", rec.Header().Get("ETag"))
+	rec2 := httptest.NewRecorder()
+	e.ServeHTTP(rec2, req)
+	if rec.Header().Get("ETag") == "" || rec2.Code != http.StatusNotModified || rec2.Body.Len() != 0 {
+		t.Errorf("If-None-Match with the ETag %q: %d, want 304 without a body", rec.Header().Get("ETag"), rec2.Code)
+	}
+}
+
+func mustAsset(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := assetFS.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // The committed client is what oapi-codegen makes of the committed

@@ -57,6 +57,8 @@ func newContract(t *testing.T) *contract {
 		// Bodies kin-openapi has no decoder for are validated as text.
 		openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.FileBodyDecoder)
 		openapi3filter.RegisterBodyDecoder("text/xml", openapi3filter.FileBodyDecoder)
+		openapi3filter.RegisterBodyDecoder("text/css", openapi3filter.FileBodyDecoder)
+		openapi3filter.RegisterBodyDecoder("text/javascript", openapi3filter.FileBodyDecoder)
 	})
 	c := &contract{
 		doc: doc, router: router, codes: map[string]openapi.ProblemCode{},

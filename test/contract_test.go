@@ -69,6 +69,11 @@ func TestContract(t *testing.T) {
 		if r := c.do(t, a, call{method: "GET", path: "/docs"}); !bytes.Contains(r.body, []byte(`id="error-invalid_request"`)) {
 			t.Error("GET /docs has no Errors section")
 		}
+		asset := wantStatus(t, c.do(t, a, call{method: "GET", path: "/docs/assets/swagger-ui.css"}), 200)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/docs/assets/swagger-ui.css", header: map[string]string{"If-None-Match": asset.header.Get("ETag")}}), 304)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/docs/assets/docs.js"}), 200)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/docs/assets/swagger-ui-LICENSE"}), 200)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/docs/assets/no-such-file.js"}), 404)
 		r := c.do(t, a, call{method: "GET", path: "/healthz", header: map[string]string{"X-Request-Id": "contract-1"}})
 		if got := r.header.Get("X-Request-Id"); got != "contract-1" {
 			t.Errorf("X-Request-Id %q, want the caller's contract-1", got)
@@ -183,6 +188,14 @@ func TestContract(t *testing.T) {
 		if dup["duplicateOnly"] != true || dup["message"].(map[string]any)["id"] != msg1 {
 			t.Errorf("duplicate answer %v, want duplicateOnly and message %s", dup, msg1)
 		}
+
+		// HubSpot sends its ids as JSON numbers: accepted, stored and
+		// echoed as strings.
+		hs := wantStatus(t, send(t, a, `{"channel":"sms","recipientPhone":"+15550100016","body":"HubSpot ids","hsPortalId":4411,"hsContactId":9007199254740991}`, nil), 201).json(t)
+		if hs["hsPortalId"] != "4411" || hs["hsContactId"] != "9007199254740991" {
+			t.Errorf("HubSpot ids echoed as %#v / %#v, want the strings \"4411\" / \"9007199254740991\"", hs["hsPortalId"], hs["hsContactId"])
+		}
+		wantStatus(t, send(t, a, `{"channel":"sms","recipientPhone":"+15550100016","body":"HubSpot ids","hsPortalId":44.5}`, nil), 400)
 
 		bad := wantStatus(t, send(t, a, `{"channel":"sms","recipientPhone":"nope","body":"","attachments":[{"url":"http://x.example/a"}]}`, nil), 400).json(t)
 		if errs, _ := bad["errors"].([]any); len(errs) != 3 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -61,6 +62,7 @@ var settings = []setting{
 	{"MSGAPI_REAPER_INTERVAL", "reaper-interval", "1m", "how often expired locks and keys are deleted where the store has no TTL indexes", false},
 	{"MSGAPI_SHUTDOWN_TIMEOUT", "shutdown-timeout", "60s", "how long shutdown waits for in-flight requests, provider calls and outcome writes (more than send timeout + dedup wait + store budget)", false},
 	{"MSGAPI_LOG_LEVEL", "log-level", "info", "debug | info | warn | error", false},
+	{"MSGAPI_LOG_FORMAT", "log-format", "auto", "auto | json | console: auto is console (human-readable) when stdout is a terminal, JSON otherwise; Loki always gets JSON", false},
 	{"MSGAPI_ENV", "env", "development", "environment label on every event (Loki label env)", false},
 	{"MSGAPI_LOKI_URL", "loki-url", "", "Loki push URL (e.g. http://loki:3100/loki/api/v1/push); empty: stdout only", false},
 	{"MSGAPI_LOKI_BUFFER", "loki-buffer", "10000", "Loki: lines buffered while Loki is slow; past it the oldest lines are dropped and counted", false},
@@ -76,10 +78,14 @@ var settings = []setting{
 type values map[string]string
 
 // loadValues resolves each setting: default, then environment, then flag.
+// Flags may come before, between or after the arguments (msgapi workspace
+// create Acme -database x); "--" ends the flags. It returns the arguments
+// in order. -h prints the usage to out and returns flag.ErrHelp.
 func loadValues(name string, args []string, getenv func(string) string, out io.Writer) (values, []string, error) {
 	v := values{}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs.SetOutput(io.Discard) // errors are returned, the usage is printed for -h only
+	fs.Usage = func() {}
 	ptrs := map[string]*string{}
 	for _, s := range settings {
 		def := s.def
@@ -88,20 +94,38 @@ func loadValues(name string, args []string, getenv func(string) string, out io.W
 		}
 		ptrs[s.env] = fs.String(s.flag, def, s.help+" ($"+s.env+")")
 	}
-	fs.Usage = func() { usage(out) }
-	if err := fs.Parse(args); err != nil {
-		return nil, nil, err
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				usage(out)
+				return nil, nil, err
+			}
+			return nil, nil, fmt.Errorf("%w (msgapi -h lists the flags)", err)
+		}
+		left := fs.Args()
+		if len(left) == 0 {
+			break
+		}
+		// flag.Parse stops at the first argument, or just after "--".
+		if consumed := args[:len(args)-len(left)]; len(consumed) > 0 && consumed[len(consumed)-1] == "--" {
+			rest = append(rest, left...)
+			break
+		}
+		rest, args = append(rest, left[0]), left[1:]
 	}
 	for env, p := range ptrs {
 		v[env] = *p
 	}
-	return v, fs.Args(), nil
+	return v, rest, nil
 }
 
 func usage(out io.Writer) {
 	fmt.Fprintln(out, "usage: msgapi [serve] [flags]         run the HTTP server (default)")
 	fmt.Fprintln(out, "       msgapi workspace create NAME   create a workspace and print its API key")
 	fmt.Fprintln(out, "       msgapi secrets rotate          re-encrypt every stored secret with MSGAPI_SECRET_KEY")
+	fmt.Fprintln(out, "       msgapi healthcheck             exit 0 when the server on MSGAPI_ADDR is ready (GET /readyz)")
+	fmt.Fprintln(out, "\nflags go before or after the arguments; -h prints this")
 	fmt.Fprintln(out, "\nsettings (environment variable, flag, default):")
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	for _, s := range settings {

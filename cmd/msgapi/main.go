@@ -3,8 +3,10 @@
 //	msgapi [serve] [flags]          run the HTTP server (the default)
 //	msgapi workspace create NAME    create a workspace, print its API key
 //	msgapi secrets rotate           re-encrypt stored secrets with the current key
+//	msgapi healthcheck              exit 0 when the server is ready
 //
-// Every setting is an environment variable and a flag (config.go).
+// Every setting is an environment variable and a flag (config.go); flags
+// go before or after the arguments.
 package main
 
 import (
@@ -15,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -27,28 +30,46 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "msgapi:", err)
-		}
-		os.Exit(1)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "msgapi:", err)
 	}
+	os.Exit(exitCode(err))
+}
+
+// exitCode is 0 for success and for -h (the usage was asked for and
+// printed), 1 for every error.
+func exitCode(err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 1
 }
 
 // run is the whole program; main only supplies the process's context,
 // arguments, environment and stdout, so tests can call it directly.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	v, rest, err := loadValues("msgapi", args, getenv, stdout)
+	if err != nil {
+		return err
+	}
 	cmd := "serve"
-	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
+	if len(rest) > 0 {
+		cmd, rest = rest[0], rest[1:]
 	}
 	switch cmd {
-	case "serve":
-		return serve(ctx, args, getenv, stdout)
+	case "serve", "healthcheck":
+		if len(rest) > 0 {
+			return fmt.Errorf("msgapi %s takes no arguments, got %q", cmd, strings.Join(rest, " "))
+		}
+		if cmd == "healthcheck" {
+			return healthcheck(ctx, v, stdout)
+		}
+		return serve(ctx, v, stdout)
 	case "workspace":
-		return workspaceCmd(ctx, args, getenv, stdout)
+		return workspaceCmd(ctx, v, rest, stdout)
 	case "secrets":
-		return secretsCmd(ctx, args, getenv, stdout)
+		return secretsCmd(ctx, v, rest, stdout)
 	case "help":
 		usage(stdout)
 		return nil

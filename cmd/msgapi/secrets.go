@@ -12,13 +12,9 @@ import (
 // secret that is in clear or under a previous key with MSGAPI_SECRET_KEY
 // (old keys in MSGAPI_SECRET_KEY_PREVIOUS). With the embedded engine and a
 // server running, point MONGODB_URI at its socket.
-func secretsCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) < 1 || args[0] != "rotate" {
+func secretsCmd(ctx context.Context, v values, args []string, stdout io.Writer) error {
+	if len(args) != 1 || args[0] != "rotate" {
 		return fmt.Errorf("usage: msgapi secrets rotate [flags]")
-	}
-	v, _, err := loadValues("msgapi secrets rotate", args[1:], getenv, stdout)
-	if err != nil {
-		return err
 	}
 	cfg, err := parseConfig(v)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -111,6 +112,9 @@ func parseConfig(v values) (config, error) {
 	securitySettings(v, &c, &errs)
 	if _, err := zerolog.ParseLevel(v.str("MSGAPI_LOG_LEVEL")); err != nil {
 		errs = append(errs, fmt.Sprintf("MSGAPI_LOG_LEVEL=%q is not one of debug, info, warn, error", v["MSGAPI_LOG_LEVEL"]))
+	}
+	if f := v.str("MSGAPI_LOG_FORMAT"); !slices.Contains(logFormats, f) {
+		errs = append(errs, fmt.Sprintf("MSGAPI_LOG_FORMAT=%q is not one of auto, json, console", f))
 	}
 	if len(errs) > 0 {
 		return config{}, fmt.Errorf("invalid settings:\n  %s", strings.Join(errs, "\n  "))
@@ -223,11 +227,7 @@ func buildSenders(c config, log zerolog.Logger) (map[string]api.Sender, error) {
 // serve runs the HTTP server until ctx ends, then shuts down gracefully:
 // stop accepting, finish in-flight requests within the shutdown timeout,
 // stop the reaper, flush logs, stop the store.
-func serve(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	v, _, err := loadValues("msgapi serve", args, getenv, stdout)
-	if err != nil {
-		return err
-	}
+func serve(ctx context.Context, v values, stdout io.Writer) error {
 	c, err := parseConfig(v)
 	if err != nil {
 		return err
@@ -235,9 +235,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// Every line goes to stdout and to the metrics (counted by event name);
 	// with MSGAPI_LOKI_URL also to Loki, through a queue that never blocks.
 	// The shipper reports its own trouble to stdout only (base).
-	base := newLogger(stdout, v.str("MSGAPI_LOG_LEVEL")).With().Str("env", v.str("MSGAPI_ENV")).Logger()
-	met := metrics.New()
-	sinks := []io.Writer{stdout, met.Events()}
+	out, err := logOutput(stdout, v.str("MSGAPI_LOG_FORMAT"))
+	if err != nil {
+		return err
+	}
+	base := newLogger(out, v.str("MSGAPI_LOG_LEVEL")).With().Str("env", v.str("MSGAPI_ENV")).Logger()
+	met := metrics.New(metrics.SlowestRequest(c.sendTimeout + c.dedupWait))
+	sinks := []io.Writer{out, met.Events()}
 	if u := v.str("MSGAPI_LOKI_URL"); u != "" {
 		lk, err := loki.New(loki.Options{URL: u, App: "msgapi", Env: v.str("MSGAPI_ENV"), Buffer: c.lokiBuffer, BufferBytes: c.lokiBufferBytes, Log: base})
 		if err != nil {

@@ -11,18 +11,17 @@ import (
 
 // workspaceCmd: msgapi workspace create NAME. For when no server runs (with
 // the embedded engine, a running server holds its data folder; use the
-// admin API then, or point MONGODB_URI at the running engine).
-func workspaceCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+// admin API then, or point MONGODB_URI at the running engine). args are
+// the arguments after "workspace", flags already parsed out of them; the
+// words of an unquoted name are joined with spaces.
+func workspaceCmd(ctx context.Context, v values, args []string, stdout io.Writer) error {
+	const use = "usage: msgapi workspace create NAME [flags]"
 	if len(args) < 1 || args[0] != "create" {
-		return fmt.Errorf("usage: msgapi workspace create NAME [flags]")
+		return fmt.Errorf(use)
 	}
-	v, rest, err := loadValues("msgapi workspace create", args[1:], getenv, stdout)
-	if err != nil {
-		return err
-	}
-	name := strings.TrimSpace(strings.Join(rest, " "))
+	name := strings.TrimSpace(strings.Join(args[1:], " "))
 	if name == "" {
-		return fmt.Errorf("usage: msgapi workspace create NAME [flags]")
+		return fmt.Errorf(use)
 	}
 	cfg, err := parseConfig(v)
 	if err != nil {

@@ -531,6 +531,20 @@ type Health struct {
 // HealthStatus defines model for Health.Status.
 type HealthStatus string
 
+// HubSpotID A HubSpot contact or portal id, stored on the lead and echoed back as
+// a string. HubSpot workflows send these as JSON numbers, so an integer
+// from 0 to 2^53-1 is accepted too and stored as its decimal string
+// (`4411` is echoed as `"4411"`). `null` is absent, as for every
+// CRM reference.
+//
+// Example: 4411
+type HubSpotID struct {
+	union json.RawMessage
+}
+
+// HubSpotID1 defines model for HubSpotID.1.
+type HubSpotID1 = int
+
 // KeyCreated defines model for KeyCreated.
 type KeyCreated struct {
 	// ApiKey Shown this once.
@@ -739,11 +753,25 @@ type SendRequest struct {
 	// GhlLocationId A CRM identifier (GoHighLevel contact or location, HubSpot contact or portal), stored on the lead and echoed back.
 	GhlLocationId *CRMReference `json:"ghlLocationId,omitempty"`
 
-	// HsContactId A CRM identifier (GoHighLevel contact or location, HubSpot contact or portal), stored on the lead and echoed back.
-	HsContactId *CRMReference `json:"hsContactId,omitempty"`
+	// HsContactId A HubSpot contact or portal id, stored on the lead and echoed back as
+	// a string. HubSpot workflows send these as JSON numbers, so an integer
+	// from 0 to 2^53-1 is accepted too and stored as its decimal string
+	// (`4411` is echoed as `"4411"`). `null` is absent, as for every
+	// CRM reference.
+	//
+	//
+	// Example: 4411
+	HsContactId *HubSpotID `json:"hsContactId,omitempty"`
 
-	// HsPortalId A CRM identifier (GoHighLevel contact or location, HubSpot contact or portal), stored on the lead and echoed back.
-	HsPortalId *CRMReference `json:"hsPortalId,omitempty"`
+	// HsPortalId A HubSpot contact or portal id, stored on the lead and echoed back as
+	// a string. HubSpot workflows send these as JSON numbers, so an integer
+	// from 0 to 2^53-1 is accepted too and stored as its decimal string
+	// (`4411` is echoed as `"4411"`). `null` is absent, as for every
+	// CRM reference.
+	//
+	//
+	// Example: 4411
+	HsPortalId *HubSpotID `json:"hsPortalId,omitempty"`
 
 	// LeadId An existing lead of this workspace (404 `lead_not_found` otherwise). Its phone and email fill in missing recipients; its CRM references are updated from this request.
 	LeadId *string `json:"leadId,omitempty"`
@@ -971,6 +999,68 @@ type ReceiveWebhookFormdataRequestBody ReceiveWebhookFormdataBody
 
 // ReceiveWebhookTextRequestBody defines body for ReceiveWebhook for text/plain ContentType.
 type ReceiveWebhookTextRequestBody = ReceiveWebhookTextBody
+
+// AsCRMReference returns the union data inside the HubSpotID as a CRMReference
+func (t HubSpotID) AsCRMReference() (CRMReference, error) {
+	var body CRMReference
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCRMReference overwrites any union data inside the HubSpotID as the provided CRMReference
+func (t *HubSpotID) FromCRMReference(v CRMReference) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCRMReference performs a merge with any union data inside the HubSpotID, using the provided CRMReference
+func (t *HubSpotID) MergeCRMReference(v CRMReference) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsHubSpotID1 returns the union data inside the HubSpotID as a HubSpotID1
+func (t HubSpotID) AsHubSpotID1() (HubSpotID1, error) {
+	var body HubSpotID1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromHubSpotID1 overwrites any union data inside the HubSpotID as the provided HubSpotID1
+func (t *HubSpotID) FromHubSpotID1(v HubSpotID1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeHubSpotID1 performs a merge with any union data inside the HubSpotID, using the provided HubSpotID1
+func (t *HubSpotID) MergeHubSpotID1(v HubSpotID1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t HubSpotID) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *HubSpotID) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // AsSendResponse returns the union data inside the SendMessage200JSONResponseBody as a SendResponse
 func (t SendMessage200JSONResponseBody) AsSendResponse() (SendResponse, error) {
@@ -1464,12 +1554,28 @@ type ClientInterface interface {
 	// Corresponds with POST /api/webhooks/{workspaceId}/{channel} (the `ReceiveWebhook` operationId).
 	ReceiveWebhookWithTextBody(ctx context.Context, workspaceId string, channel WebhookChannel, body ReceiveWebhookTextRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetDocs This document as a page
+	// GetDocs This document as an interactive page
 	//
-	// A self-contained HTML page (no scripts, nothing loaded from elsewhere) with the operations, schemas, examples and every error code.
+	// Swagger UI on this document, served by msgapi itself (its files come
+	// from `/docs/assets/`; nothing is loaded from elsewhere, and the
+	// page's Content-Security-Policy allows only this origin). "Try it
+	// out" sends real requests to this server: authorize with a workspace
+	// API key (`apiKey`) or the admin token (`adminToken`); neither is
+	// stored. Below the reference, every error code has an anchor,
+	// `#error-<code>`, where problem `type` URIs point.
 	//
 	// Corresponds with GET /docs (the `GetDocs` operationId).
 	GetDocs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetDocsAsset A file of the docs page
+	//
+	// Swagger UI's vendored files (`swagger-ui-bundle.js`,
+	// `swagger-ui.css`, their licence texts) and the page's own
+	// (`docs.js`, `docs.css`), gzip-compressed for clients that accept it,
+	// with an `ETag`.
+	//
+	// Corresponds with GET /docs/assets/{file} (the `GetDocsAsset` operationId).
+	GetDocsAsset(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Healthz Liveness
 	//
@@ -1969,13 +2075,39 @@ func (c *Client) ReceiveWebhookWithTextBody(ctx context.Context, workspaceId str
 	return c.Client.Do(req)
 }
 
-// GetDocs This document as a page
+// GetDocs This document as an interactive page
 //
-// A self-contained HTML page (no scripts, nothing loaded from elsewhere) with the operations, schemas, examples and every error code.
+// Swagger UI on this document, served by msgapi itself (its files come
+// from `/docs/assets/`; nothing is loaded from elsewhere, and the
+// page's Content-Security-Policy allows only this origin). "Try it
+// out" sends real requests to this server: authorize with a workspace
+// API key (`apiKey`) or the admin token (`adminToken`); neither is
+// stored. Below the reference, every error code has an anchor,
+// `#error-<code>`, where problem `type` URIs point.
 //
 // Corresponds with GET /docs (the `GetDocs` operationId).
 func (c *Client) GetDocs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetDocsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetDocsAsset A file of the docs page
+//
+// Swagger UI's vendored files (`swagger-ui-bundle.js`,
+// `swagger-ui.css`, their licence texts) and the page's own
+// (`docs.js`, `docs.css`), gzip-compressed for clients that accept it,
+// with an `ETag`.
+//
+// Corresponds with GET /docs/assets/{file} (the `GetDocsAsset` operationId).
+func (c *Client) GetDocsAsset(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetDocsAssetRequest(c.Server, file)
 	if err != nil {
 		return nil, err
 	}
@@ -2633,6 +2765,40 @@ func NewGetDocsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetDocsAssetRequest constructs an http.Request for the GetDocsAsset method
+func NewGetDocsAssetRequest(server string, file string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "file", file, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/docs/assets/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewHealthzRequest constructs an http.Request for the Healthz method
 func NewHealthzRequest(server string) (*http.Request, error) {
 	var err error
@@ -3069,14 +3235,32 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/webhooks/{workspaceId}/{channel} (the `ReceiveWebhook` operationId).
 	ReceiveWebhookWithTextBodyWithResponse(ctx context.Context, workspaceId string, channel WebhookChannel, body ReceiveWebhookTextRequestBody, reqEditors ...RequestEditorFn) (*ReceiveWebhookResponse, error)
 
-	// GetDocsWithResponse This document as a page
+	// GetDocsWithResponse This document as an interactive page
 	//
-	// A self-contained HTML page (no scripts, nothing loaded from elsewhere) with the operations, schemas, examples and every error code.
+	// Swagger UI on this document, served by msgapi itself (its files come
+	// from `/docs/assets/`; nothing is loaded from elsewhere, and the
+	// page's Content-Security-Policy allows only this origin). "Try it
+	// out" sends real requests to this server: authorize with a workspace
+	// API key (`apiKey`) or the admin token (`adminToken`); neither is
+	// stored. Below the reference, every error code has an anchor,
+	// `#error-<code>`, where problem `type` URIs point.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /docs (the `GetDocs` operationId).
 	GetDocsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetDocsResponse, error)
+
+	// GetDocsAssetWithResponse A file of the docs page
+	//
+	// Swagger UI's vendored files (`swagger-ui-bundle.js`,
+	// `swagger-ui.css`, their licence texts) and the page's own
+	// (`docs.js`, `docs.css`), gzip-compressed for clients that accept it,
+	// with an `ETag`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /docs/assets/{file} (the `GetDocsAsset` operationId).
+	GetDocsAssetWithResponse(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*GetDocsAssetResponse, error)
 
 	// HealthzWithResponse Liveness
 	//
@@ -4771,6 +4955,69 @@ func (r GetDocsResponse) ContentType() string {
 	return ""
 }
 
+// GetDocsAssetResponse200Headers the declared response headers of an HTTP 200 response for GetDocsAsset
+type GetDocsAssetResponse200Headers struct {
+	ETag       *string
+	XRequestId string
+}
+
+// GetDocsAssetResponse304Headers the declared response headers of an HTTP 304 response for GetDocsAsset
+type GetDocsAssetResponse304Headers struct {
+	XRequestId string
+}
+
+// GetDocsAssetResponse404Headers the declared response headers of an HTTP 404 response for GetDocsAsset
+type GetDocsAssetResponse404Headers struct {
+	XRequestId string
+}
+
+type GetDocsAssetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetDocsAssetResponse200Headers
+	// Headers304 the parsed response headers for an HTTP 304 response
+	Headers304 *GetDocsAssetResponse304Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetDocsAssetResponse404Headers
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetDocsAssetResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetDocsAssetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetDocsAssetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetDocsAssetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetDocsAssetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // HealthzResponse200Headers the declared response headers of an HTTP 200 response for Healthz
 type HealthzResponse200Headers struct {
 	XRequestId string
@@ -5374,9 +5621,15 @@ func (c *ClientWithResponses) ReceiveWebhookWithTextBodyWithResponse(ctx context
 	return ParseReceiveWebhookResponse(rsp)
 }
 
-// GetDocsWithResponse This document as a page
+// GetDocsWithResponse This document as an interactive page
 //
-// A self-contained HTML page (no scripts, nothing loaded from elsewhere) with the operations, schemas, examples and every error code.
+// Swagger UI on this document, served by msgapi itself (its files come
+// from `/docs/assets/`; nothing is loaded from elsewhere, and the
+// page's Content-Security-Policy allows only this origin). "Try it
+// out" sends real requests to this server: authorize with a workspace
+// API key (`apiKey`) or the admin token (`adminToken`); neither is
+// stored. Below the reference, every error code has an anchor,
+// `#error-<code>`, where problem `type` URIs point.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5387,6 +5640,24 @@ func (c *ClientWithResponses) GetDocsWithResponse(ctx context.Context, reqEditor
 		return nil, err
 	}
 	return ParseGetDocsResponse(rsp)
+}
+
+// GetDocsAssetWithResponse A file of the docs page
+//
+// Swagger UI's vendored files (`swagger-ui-bundle.js`,
+// `swagger-ui.css`, their licence texts) and the page's own
+// (`docs.js`, `docs.css`), gzip-compressed for clients that accept it,
+// with an `ETag`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /docs/assets/{file} (the `GetDocsAsset` operationId).
+func (c *ClientWithResponses) GetDocsAssetWithResponse(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*GetDocsAssetResponse, error) {
+	rsp, err := c.GetDocsAsset(ctx, file, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetDocsAssetResponse(rsp)
 }
 
 // HealthzWithResponse Liveness
@@ -7289,6 +7560,75 @@ func ParseGetDocsResponse(rsp *http.Response) (*GetDocsResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetDocsAssetResponse parses an HTTP response from a GetDocsAssetWithResponse call
+func ParseGetDocsAssetResponse(rsp *http.Response) (*GetDocsAssetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetDocsAssetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 304:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetDocsAssetResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 304:
+		var headers GetDocsAssetResponse304Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers304 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetDocsAssetResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
 	}
 
 	return response, nil
