@@ -43,6 +43,7 @@ func TestLoad(t *testing.T) {
 // operation cannot be dropped from it silently.
 var wantOperations = []string{
 	"POST /api/messages", "GET /api/messages/{id}", "DELETE /api/dedup-locks/{lockId}",
+	"GET /api/messages", "GET /api/leads", "GET /api/leads/{id}", "GET /api/conversations/{id}",
 	"POST /admin/workspaces", "POST /admin/workspaces/{id}/keys", "PUT /admin/workspaces/{id}/secrets/{channel}",
 	"POST /api/webhooks/{workspaceId}/{channel}",
 	"GET /healthz", "GET /readyz", "GET /metrics", "GET /openapi.yaml", "GET /docs",
