@@ -1,8 +1,10 @@
 package api
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 
 	"github.com/labstack/echo/v4"
 
@@ -53,7 +55,8 @@ func (s *Server) findLeads(c echo.Context) error {
 		phone, email string
 		errs         []msgapi.FieldError
 	)
-	for name, vals := range q {
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		vals := q[name]
 		switch {
 		case name != "phone" && name != "email":
 			errs = append(errs, msgapi.FieldError{Field: name, Message: "unknown parameter; this route takes phone or email"})

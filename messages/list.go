@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,13 +74,7 @@ func ParseListQuery(q map[string][]string, allowed ...string) (ListQuery, error)
 		errs []msgapi.FieldError
 		bad  = func(field, msg string) { errs = append(errs, msgapi.FieldError{Field: field, Message: msg}) }
 	)
-	names := slices.Sorted(func(yield func(string) bool) {
-		for k := range q {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	names := slices.Sorted(maps.Keys(q))
 	var rawCursor string
 	for _, name := range names {
 		vals := q[name]
