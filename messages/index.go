@@ -77,11 +77,10 @@ type indexEntry struct {
 	CreatedAt      time.Time `bson:"createdAt"`
 }
 
-// indexMarker says "this message is indexed", and where.
+// indexMarker says "this message is indexed".
 type indexMarker struct {
 	ID        string    `bson:"_id"`
 	MessageID string    `bson:"messageId"`
-	Slots     []string  `bson:"slots"`
 	CreatedAt time.Time `bson:"createdAt"`
 }
 
@@ -221,14 +220,6 @@ func (s *Store) index(ctx context.Context, m *Message, fresh bool) error {
 		}
 		slots[i] = s.heads.reserve(f)
 	}
-	ids := func() []string {
-		out := make([]string, 3)
-		for i := range feeds {
-			out[i] = slotID(feeds[i], slots[i])
-		}
-		return out
-	}
-
 	pending := []int{0, 1, 2} // feeds whose entry is not written yet
 	withMarker := true
 	lost := [3]int{}
@@ -239,7 +230,7 @@ func (s *Store) index(ctx context.Context, m *Message, fresh bool) error {
 		}
 		var docs []any
 		if withMarker {
-			docs = append(docs, indexMarker{ID: markerID(m.ID), MessageID: m.ID, Slots: ids(), CreatedAt: m.CreatedAt})
+			docs = append(docs, indexMarker{ID: markerID(m.ID), MessageID: m.ID, CreatedAt: m.CreatedAt})
 		}
 		for _, i := range pending {
 			docs = append(docs, entryFor(m, slotID(feeds[i], slots[i])))

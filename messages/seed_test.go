@@ -38,15 +38,11 @@ func (e *feedEnv) seed(n int, mk func(i int, m *Message)) []Message {
 				feedKey(m.WorkspaceID, feedLead, m.LeadID),
 				feedKey(m.WorkspaceID, feedConversation, m.ConversationID),
 			}
-			ids := make([]string, 3)
-			for j, f := range feeds {
+			idx = append(idx, indexMarker{ID: markerID(m.ID), MessageID: m.ID, CreatedAt: m.CreatedAt})
+			for _, f := range feeds {
 				slot := e.s.heads.reserve(f)
 				e.s.heads.saw(f, slot)
-				ids[j] = slotID(f, slot)
-			}
-			idx = append(idx, indexMarker{ID: markerID(m.ID), MessageID: m.ID, Slots: ids, CreatedAt: m.CreatedAt})
-			for _, id := range ids {
-				idx = append(idx, entryFor(m, id))
+				idx = append(idx, entryFor(m, slotID(f, slot)))
 			}
 			out = append(out, *m)
 		}
