@@ -237,6 +237,12 @@ func (s *Server) sendMessage(c echo.Context) error {
 	idempotency.MarkSendStage(ctx)
 	s.inflight.Store(msgID, ws.ID)
 	defer s.inflight.Delete(msgID)
+	// The listing index, after the commit point (one insert command). A
+	// failure never stops the send: the message exists and goes out; it is
+	// only missing from GET /api/messages.
+	if err := o.Messages.Index(ctx, m, created); err != nil {
+		logger(c).Error().Err(err).Str("event", events.IndexFailed).Str("messageId", m.ID).Msg("message not added to the listing index")
+	}
 
 	// Send. A client that hangs up must not cut a provider call in half:
 	// the send runs to its own timeout whatever the request does.

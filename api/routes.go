@@ -25,6 +25,10 @@ func (s *Server) routes(e *echo.Echo) {
 	}
 	api.POST("/messages", s.sendMessage, send...)
 	api.GET("/messages/:id", s.getMessage)
+	api.GET("/messages", s.listMessages)
+	api.GET("/leads", s.findLeads)
+	api.GET("/leads/:id", s.getLead)
+	api.GET("/conversations/:id", s.getConversation)
 	api.DELETE("/dedup-locks/:lockId", s.deleteDedupLock)
 
 	admin := e.Group("/admin", s.adminOnly)

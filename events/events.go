@@ -23,6 +23,10 @@ const (
 	// timeout (its process ended during the provider call): now "unknown".
 	OutcomeLost = "message.api.outcome_lost"
 
+	// IndexFailed: a written message could not be added to the listing
+	// index (GET /api/messages); it was still sent.
+	IndexFailed = "message.api.index_failed"
+
 	InboundReceived         = "inbound.received"
 	InboundDuplicate        = "inbound.duplicate"
 	InboundContentDuplicate = "inbound.content_duplicate"

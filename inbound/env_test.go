@@ -142,6 +142,25 @@ func (e *env) twin(redisClient *redis.Client) *env {
 	return newEnv(e.t, envOpts{st: st, wsID: e.wsID, redis: redisClient})
 }
 
+// listed is the workspace's message listing (GET /api/messages), ids
+// newest first.
+func (e *env) listed() []string {
+	e.t.Helper()
+	q, err := messages.ParseListQuery(nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p, err := messages.NewStore(e.st).List(context.Background(), e.wsID, q)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range p.Data {
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
 // response is a finished HTTP exchange.
 type response struct {
 	status int

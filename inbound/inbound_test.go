@@ -275,6 +275,10 @@ func TestConcurrentRedeliveriesAcrossTwoServers(t *testing.T) {
 					t.Errorf("%s: %d documents, want %d", coll, got, want)
 				}
 			}
+			want := inbound.MessageID(a.wsID, inbound.ChannelEmail, "race-1@mail.example.com")
+			if got := a.listed(); len(got) != 1 || got[0] != want {
+				t.Errorf("listed %v, want the one message %s once", got, want)
+			}
 			if got := len(a.events(events.InboundReceived)) + len(z.events(events.InboundReceived)); got != 1 {
 				t.Errorf("%d %s events across both servers, want 1", got, events.InboundReceived)
 			}
@@ -442,6 +446,9 @@ func TestCrashBeforeCompletionIsRepaired(t *testing.T) {
 				if got := e.count(coll); got != want {
 					t.Errorf("%s: %d documents, want %d", coll, got, want)
 				}
+			}
+			if got, want := e.listed(), inbound.MessageID(e.wsID, inbound.ChannelEmail, "crash-1@mail.example.com"); len(got) != 1 || got[0] != want {
+				t.Errorf("listed %v, want the one message %s once", got, want)
 			}
 			dups := e.events(events.InboundDuplicate)
 			if len(dups) != 1 || dups[0]["layer"] != inbound.LayerStore || dups[0]["completedHere"] != true {

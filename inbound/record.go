@@ -169,6 +169,16 @@ func (h *Handler) record(ctx context.Context, wsID string, ev event) (result, er
 	default:
 		return result{}, err
 	}
+	// The listing index, after the message exists. A failure is returned:
+	// the vendor's retry finds the message and indexes it then (once).
+	if received {
+		err = h.msgs.Index(ctx, &m, created)
+	} else {
+		err = h.msgs.IndexOnce(ctx, m.ID)
+	}
+	if err != nil {
+		return result{}, err
+	}
 
 	if h.afterMessage != nil {
 		if err := h.afterMessage(); err != nil {

@@ -27,7 +27,7 @@ import (
 )
 
 // Collections used by this package.
-var Collections = []store.Collection{{Name: "leads"}, {Name: "conversations"}, {Name: "messages"}}
+var Collections = []store.Collection{{Name: "leads"}, {Name: "conversations"}, {Name: "messages"}, {Name: IndexCollection}}
 
 // Lead is one contact of a workspace: one phone number or one email address.
 type Lead struct {
@@ -130,6 +130,8 @@ func null(s string) *string {
 // Store reads and writes leads, conversations and messages.
 type Store struct {
 	leads, convs, msgs *mongo.Collection
+	idx                *mongo.Collection // the feeds that list messages (index.go)
+	heads              *heads
 	now                func() time.Time
 }
 
@@ -137,6 +139,7 @@ type Store struct {
 func NewStore(s *store.Store) *Store {
 	return &Store{
 		leads: s.Collection("leads"), convs: s.Collection("conversations"), msgs: s.Collection("messages"),
+		idx: s.Collection(IndexCollection), heads: newHeads(),
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
 	}
 }

@@ -50,6 +50,7 @@ func TestLoad(t *testing.T) {
 // operation cannot be dropped from it silently.
 var wantOperations = []string{
 	"POST /api/messages", "GET /api/messages/{id}", "DELETE /api/dedup-locks/{lockId}",
+	"GET /api/messages", "GET /api/leads", "GET /api/leads/{id}", "GET /api/conversations/{id}",
 	"POST /admin/workspaces", "POST /admin/workspaces/{id}/keys", "PUT /admin/workspaces/{id}/secrets/{channel}",
 	"GET /admin/workspaces/{id}", "PATCH /admin/workspaces/{id}", "POST /admin/workspaces/{id}/disable",
 	"POST /admin/workspaces/{id}/enable", "GET /admin/workspaces/{id}/keys", "DELETE /admin/workspaces/{id}/keys/{keyId}",

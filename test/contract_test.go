@@ -23,6 +23,7 @@ import (
 	"github.com/msgapi/msgapi/guard"
 	"github.com/msgapi/msgapi/idempotency"
 	"github.com/msgapi/msgapi/inbound"
+	"github.com/msgapi/msgapi/messages"
 	"github.com/msgapi/msgapi/openapi"
 	"github.com/msgapi/msgapi/stdwebhook"
 )
@@ -339,6 +340,69 @@ func TestContract(t *testing.T) {
 			header: map[string]string{"X-Twilio-Signature": base64.StdEncoding.EncodeToString(sig)}}), 200)
 	})
 
+	t.Run("read", func(t *testing.T) {
+		get := func(path, token string) reply {
+			return c.do(t, a, call{method: "GET", path: path, token: token})
+		}
+		data := func(r reply) []any {
+			d, _ := r.json(t)["data"].([]any)
+			return d
+		}
+		// Inbound messages (the webhooks above: Telegram, Twilio) are listed,
+		// newest first, a page at a time.
+		p1 := wantStatus(t, get("/api/messages?direction=inbound&limit=1", key), 200).json(t)
+		cursor, _ := p1["nextCursor"].(string)
+		if p1["hasMore"] != true || cursor == "" {
+			t.Fatalf("inbound page 1: %v, want hasMore and a cursor", p1)
+		}
+		p2 := wantStatus(t, get("/api/messages?direction=inbound&limit=1&cursor="+url.QueryEscape(cursor), key), 200)
+		var bodies []string
+		for _, m := range append(p1["data"].([]any), data(p2)...) {
+			bodies = append(bodies, m.(map[string]any)["body"].(string))
+		}
+		if strings.Join(bodies, ",") != "Hi,Hello" {
+			t.Errorf("inbound messages %v, want the Twilio one, then the Telegram one", bodies)
+		}
+		// Outbound, by lead; the lead by id and by phone; its conversation.
+		lead := messages.LeadID(ws, "+15550100001", "")
+		conv := messages.ConversationID(ws, "+15550100001", "")
+		if got := data(wantStatus(t, get("/api/messages?leadId="+lead, key), 200)); len(got) != 2 {
+			t.Errorf("messages of lead %s: %d, want 2", lead, len(got))
+		}
+		wantStatus(t, get("/api/messages?limit=0&status=nope", key), 400)
+		wantStatus(t, get("/api/messages?cursor=c1.bm9wZQ", key), 400)
+		wantStatus(t, get("/api/messages", ""), 401)
+		wantStatus(t, get("/api/leads/"+lead, key), 200)
+		wantStatus(t, get("/api/leads/lead_00000000000000000000000000000000", key), 404)
+		wantStatus(t, get("/api/leads/"+lead, ""), 401)
+		if got := data(wantStatus(t, get("/api/leads?phone="+url.QueryEscape("(555) 010-0001"), key), 200)); len(got) != 1 {
+			t.Errorf("leads by phone: %v, want the lead", got)
+		}
+		wantStatus(t, get("/api/leads?phone=nope", key), 400)
+		wantStatus(t, get("/api/leads?email=a%40example.com", ""), 401)
+		r := wantStatus(t, get("/api/conversations/"+conv+"?limit=1", key), 200).json(t)
+		if page, _ := r["messages"].(map[string]any); page == nil || page["hasMore"] != true {
+			t.Errorf("conversation: %v, want a first page of 1 with more", r)
+		}
+		wantStatus(t, get("/api/conversations/"+conv+"?limit=500", key), 400)
+		wantStatus(t, get("/api/conversations/conv_00000000000000000000000000000000", key), 404)
+		wantStatus(t, get("/api/conversations/"+conv, ""), 401)
+
+		// 500: the stored message the server cannot render (subtest
+		// "internal error") is in this conversation; its lead gets an
+		// unrenderable date too.
+		phone6 := "+15550100006"
+		_, err := db.Collection("leads").UpdateOne(context.Background(), bson.D{{Key: "_id", Value: messages.LeadID(ws, phone6, "")}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "createdAt", Value: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, get("/api/messages?conversationId="+messages.ConversationID(ws, phone6, ""), key), 500)
+		wantStatus(t, get("/api/conversations/"+messages.ConversationID(ws, phone6, ""), key), 500)
+		wantStatus(t, get("/api/leads/"+messages.LeadID(ws, phone6, ""), key), 500)
+		wantStatus(t, get("/api/leads?phone="+url.QueryEscape(phone6), key), 500)
+	})
+
 	t.Run("store down", func(t *testing.T) {
 		// b caches the API key, so it gets past authentication to the
 		// store; then a stops, and the engine with it.
@@ -353,6 +417,10 @@ func TestContract(t *testing.T) {
 			{method: "GET", path: "/readyz"},
 			{method: "POST", path: "/api/messages", token: key, body: `{"channel":"sms","recipientPhone":"+15550100007","body":"Store down"}`},
 			{method: "GET", path: "/api/messages/" + msg1, token: key},
+			{method: "GET", path: "/api/messages?limit=1", token: key},
+			{method: "GET", path: "/api/leads/" + messages.LeadID(ws, "+15550100001", ""), token: key},
+			{method: "GET", path: "/api/leads?phone=%2B15550100001", token: key},
+			{method: "GET", path: "/api/conversations/" + messages.ConversationID(ws, "+15550100001", ""), token: key},
 			{method: "DELETE", path: "/api/dedup-locks/" + lock1, token: key},
 			{method: "POST", path: "/admin/workspaces", token: admin, body: `{"name":"Down"}`},
 			{method: "POST", path: "/admin/workspaces/" + ws + "/keys", token: admin},

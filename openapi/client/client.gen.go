@@ -20,6 +20,21 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for ConversationResponseSuccess.
+const (
+	ConversationResponseSuccessTrue ConversationResponseSuccess = true
+)
+
+// Valid indicates whether the value is a known member of the ConversationResponseSuccess enum.
+func (e ConversationResponseSuccess) Valid() bool {
+	switch e {
+	case ConversationResponseSuccessTrue:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for DuplicatePendingResponseDuplicateOnly.
 const (
 	DuplicatePendingResponseDuplicateOnlyTrue DuplicatePendingResponseDuplicateOnly = true
@@ -110,6 +125,66 @@ func (e HealthStatus) Valid() bool {
 	}
 }
 
+// Defines values for LeadListHasMore.
+const (
+	LeadListHasMoreFalse LeadListHasMore = false
+)
+
+// Valid indicates whether the value is a known member of the LeadListHasMore enum.
+func (e LeadListHasMore) Valid() bool {
+	switch e {
+	case LeadListHasMoreFalse:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LeadListNextCursor.
+const (
+	LeadListNextCursorLessThannil LeadListNextCursor = "<nil>"
+)
+
+// Valid indicates whether the value is a known member of the LeadListNextCursor enum.
+func (e LeadListNextCursor) Valid() bool {
+	switch e {
+	case LeadListNextCursorLessThannil:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LeadListSuccess.
+const (
+	LeadListSuccessTrue LeadListSuccess = true
+)
+
+// Valid indicates whether the value is a known member of the LeadListSuccess enum.
+func (e LeadListSuccess) Valid() bool {
+	switch e {
+	case LeadListSuccessTrue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LeadResponseSuccess.
+const (
+	LeadResponseSuccessTrue LeadResponseSuccess = true
+)
+
+// Valid indicates whether the value is a known member of the LeadResponseSuccess enum.
+func (e LeadResponseSuccess) Valid() bool {
+	switch e {
+	case LeadResponseSuccessTrue:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LockDeletedDeleted.
 const (
 	LockDeletedDeletedTrue LockDeletedDeleted = true
@@ -144,7 +219,10 @@ func (e LockDeletedSuccess) Valid() bool {
 const (
 	MessageChannelEmail    MessageChannel = "email"
 	MessageChannelImessage MessageChannel = "imessage"
+	MessageChannelSlack    MessageChannel = "slack"
 	MessageChannelSms      MessageChannel = "sms"
+	MessageChannelTelegram MessageChannel = "telegram"
+	MessageChannelWhatsapp MessageChannel = "whatsapp"
 )
 
 // Valid indicates whether the value is a known member of the MessageChannel enum.
@@ -154,7 +232,13 @@ func (e MessageChannel) Valid() bool {
 		return true
 	case MessageChannelImessage:
 		return true
+	case MessageChannelSlack:
+		return true
 	case MessageChannelSms:
+		return true
+	case MessageChannelTelegram:
+		return true
+	case MessageChannelWhatsapp:
 		return true
 	default:
 		return false
@@ -163,13 +247,16 @@ func (e MessageChannel) Valid() bool {
 
 // Defines values for MessageDirection.
 const (
-	Outbound MessageDirection = "outbound"
+	MessageDirectionInbound  MessageDirection = "inbound"
+	MessageDirectionOutbound MessageDirection = "outbound"
 )
 
 // Valid indicates whether the value is a known member of the MessageDirection enum.
 func (e MessageDirection) Valid() bool {
 	switch e {
-	case Outbound:
+	case MessageDirectionInbound:
+		return true
+	case MessageDirectionOutbound:
 		return true
 	default:
 		return false
@@ -178,22 +265,49 @@ func (e MessageDirection) Valid() bool {
 
 // Defines values for MessageStatus.
 const (
-	MessageStatusFailed  MessageStatus = "failed"
-	MessageStatusSending MessageStatus = "sending"
-	MessageStatusSent    MessageStatus = "sent"
-	MessageStatusUnknown MessageStatus = "unknown"
+	MessageStatusDelivered   MessageStatus = "delivered"
+	MessageStatusFailed      MessageStatus = "failed"
+	MessageStatusRead        MessageStatus = "read"
+	MessageStatusReceived    MessageStatus = "received"
+	MessageStatusSending     MessageStatus = "sending"
+	MessageStatusSent        MessageStatus = "sent"
+	MessageStatusUndelivered MessageStatus = "undelivered"
+	MessageStatusUnknown     MessageStatus = "unknown"
 )
 
 // Valid indicates whether the value is a known member of the MessageStatus enum.
 func (e MessageStatus) Valid() bool {
 	switch e {
+	case MessageStatusDelivered:
+		return true
 	case MessageStatusFailed:
+		return true
+	case MessageStatusRead:
+		return true
+	case MessageStatusReceived:
 		return true
 	case MessageStatusSending:
 		return true
 	case MessageStatusSent:
 		return true
+	case MessageStatusUndelivered:
+		return true
 	case MessageStatusUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MessageListSuccess.
+const (
+	MessageListSuccessTrue MessageListSuccess = true
+)
+
+// Valid indicates whether the value is a known member of the MessageListSuccess enum.
+func (e MessageListSuccess) Valid() bool {
+	switch e {
+	case MessageListSuccessTrue:
 		return true
 	default:
 		return false
@@ -232,13 +346,13 @@ func (e NotReadyStatus) Valid() bool {
 
 // Defines values for Null.
 const (
-	LessThannil Null = "<nil>"
+	NullLessThannil Null = "<nil>"
 )
 
 // Valid indicates whether the value is a known member of the Null enum.
 func (e Null) Valid() bool {
 	switch e {
-	case LessThannil:
+	case NullLessThannil:
 		return true
 	default:
 		return false
@@ -295,13 +409,13 @@ func (e ProblemCode) Valid() bool {
 
 // Defines values for ProblemSuccess.
 const (
-	False ProblemSuccess = false
+	ProblemSuccessFalse ProblemSuccess = false
 )
 
 // Valid indicates whether the value is a known member of the ProblemSuccess enum.
 func (e ProblemSuccess) Valid() bool {
 	switch e {
-	case False:
+	case ProblemSuccessFalse:
 		return true
 	default:
 		return false
@@ -419,6 +533,90 @@ func (e WebhookChannel) Valid() bool {
 	}
 }
 
+// Defines values for ListMessagesParamsDirection.
+const (
+	ListMessagesParamsDirectionInbound  ListMessagesParamsDirection = "inbound"
+	ListMessagesParamsDirectionOutbound ListMessagesParamsDirection = "outbound"
+)
+
+// Valid indicates whether the value is a known member of the ListMessagesParamsDirection enum.
+func (e ListMessagesParamsDirection) Valid() bool {
+	switch e {
+	case ListMessagesParamsDirectionInbound:
+		return true
+	case ListMessagesParamsDirectionOutbound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListMessagesParamsStatus.
+const (
+	ListMessagesParamsStatusDelivered   ListMessagesParamsStatus = "delivered"
+	ListMessagesParamsStatusFailed      ListMessagesParamsStatus = "failed"
+	ListMessagesParamsStatusRead        ListMessagesParamsStatus = "read"
+	ListMessagesParamsStatusReceived    ListMessagesParamsStatus = "received"
+	ListMessagesParamsStatusSending     ListMessagesParamsStatus = "sending"
+	ListMessagesParamsStatusSent        ListMessagesParamsStatus = "sent"
+	ListMessagesParamsStatusUndelivered ListMessagesParamsStatus = "undelivered"
+	ListMessagesParamsStatusUnknown     ListMessagesParamsStatus = "unknown"
+)
+
+// Valid indicates whether the value is a known member of the ListMessagesParamsStatus enum.
+func (e ListMessagesParamsStatus) Valid() bool {
+	switch e {
+	case ListMessagesParamsStatusDelivered:
+		return true
+	case ListMessagesParamsStatusFailed:
+		return true
+	case ListMessagesParamsStatusRead:
+		return true
+	case ListMessagesParamsStatusReceived:
+		return true
+	case ListMessagesParamsStatusSending:
+		return true
+	case ListMessagesParamsStatusSent:
+		return true
+	case ListMessagesParamsStatusUndelivered:
+		return true
+	case ListMessagesParamsStatusUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListMessagesParamsChannel.
+const (
+	ListMessagesParamsChannelEmail    ListMessagesParamsChannel = "email"
+	ListMessagesParamsChannelImessage ListMessagesParamsChannel = "imessage"
+	ListMessagesParamsChannelSlack    ListMessagesParamsChannel = "slack"
+	ListMessagesParamsChannelSms      ListMessagesParamsChannel = "sms"
+	ListMessagesParamsChannelTelegram ListMessagesParamsChannel = "telegram"
+	ListMessagesParamsChannelWhatsapp ListMessagesParamsChannel = "whatsapp"
+)
+
+// Valid indicates whether the value is a known member of the ListMessagesParamsChannel enum.
+func (e ListMessagesParamsChannel) Valid() bool {
+	switch e {
+	case ListMessagesParamsChannelEmail:
+		return true
+	case ListMessagesParamsChannelImessage:
+		return true
+	case ListMessagesParamsChannelSlack:
+		return true
+	case ListMessagesParamsChannelSms:
+		return true
+	case ListMessagesParamsChannelTelegram:
+		return true
+	case ListMessagesParamsChannelWhatsapp:
+		return true
+	default:
+		return false
+	}
+}
+
 // ApiKey An API key as the admin API shows it; never the key.
 type ApiKey struct {
 	CreatedAt time.Time `json:"createdAt"`
@@ -444,6 +642,27 @@ type ApiKeyList struct {
 
 // CRMReference A CRM identifier (GoHighLevel contact or location, HubSpot contact or portal), stored on the lead and echoed back.
 type CRMReference = string
+
+// Conversation The thread of a workspace with one address.
+type Conversation struct {
+	CreatedAt   time.Time `json:"createdAt"`
+	Email       *string   `json:"email"`
+	Id          string    `json:"id"`
+	LeadId      string    `json:"leadId"`
+	Phone       *string   `json:"phone"`
+	WorkspaceId string    `json:"workspaceId"`
+}
+
+// ConversationResponse defines model for ConversationResponse.
+type ConversationResponse struct {
+	// Conversation The thread of a workspace with one address.
+	Conversation Conversation                `json:"conversation"`
+	Messages     MessagePage                 `json:"messages"`
+	Success      ConversationResponseSuccess `json:"success"`
+}
+
+// ConversationResponseSuccess defines model for ConversationResponse.Success.
+type ConversationResponseSuccess bool
 
 // CreateWorkspaceRequest defines model for CreateWorkspaceRequest.
 type CreateWorkspaceRequest struct {
@@ -502,7 +721,7 @@ type DuplicateResponse struct {
 	LeadId           string                         `json:"leadId"`
 	LockId           string                         `json:"lockId"`
 
-	// Message An outbound message. Every key is always present, null when empty.
+	// Message An outbound or inbound message. Every key is always present, null when empty.
 	Message Message                  `json:"message"`
 	Success DuplicateResponseSuccess `json:"success"`
 }
@@ -572,6 +791,47 @@ type KeyIdentifier = string
 // Example: mk_aI0O...5Xfw
 type KeyPrefix = string
 
+// Lead One contact of a workspace (one phone number or one email address). Every key is always present, null when empty.
+type Lead struct {
+	CreatedAt     time.Time `json:"createdAt"`
+	Email         *string   `json:"email"`
+	GhlContactId  *string   `json:"ghlContactId"`
+	GhlLocationId *string   `json:"ghlLocationId"`
+	HsContactId   *string   `json:"hsContactId"`
+	HsPortalId    *string   `json:"hsPortalId"`
+	Id            string    `json:"id"`
+	Phone         *string   `json:"phone"`
+	UpdatedAt     time.Time `json:"updatedAt"`
+	WorkspaceId   string    `json:"workspaceId"`
+}
+
+// LeadList defines model for LeadList.
+type LeadList struct {
+	Data       []Lead              `json:"data"`
+	HasMore    LeadListHasMore     `json:"hasMore"`
+	NextCursor *LeadListNextCursor `json:"nextCursor"`
+	Success    LeadListSuccess     `json:"success"`
+}
+
+// LeadListHasMore defines model for LeadList.HasMore.
+type LeadListHasMore bool
+
+// LeadListNextCursor defines model for LeadList.NextCursor.
+type LeadListNextCursor string
+
+// LeadListSuccess defines model for LeadList.Success.
+type LeadListSuccess bool
+
+// LeadResponse defines model for LeadResponse.
+type LeadResponse struct {
+	// Lead One contact of a workspace (one phone number or one email address). Every key is always present, null when empty.
+	Lead    Lead                `json:"lead"`
+	Success LeadResponseSuccess `json:"success"`
+}
+
+// LeadResponseSuccess defines model for LeadResponse.Success.
+type LeadResponseSuccess bool
+
 // LockDeleted defines model for LockDeleted.
 type LockDeleted struct {
 	Deleted LockDeletedDeleted `json:"deleted"`
@@ -585,20 +845,24 @@ type LockDeletedDeleted bool
 // LockDeletedSuccess defines model for LockDeleted.Success.
 type LockDeletedSuccess bool
 
-// Message An outbound message. Every key is always present, null when empty.
+// Message An outbound or inbound message. Every key is always present, null when empty.
 type Message struct {
-	Attachments    []MessageAttachment `json:"attachments"`
-	Body           string              `json:"body"`
-	Channel        MessageChannel      `json:"channel"`
-	ConversationId string              `json:"conversationId"`
-	CreatedAt      time.Time           `json:"createdAt"`
+	Attachments []MessageAttachment `json:"attachments"`
+	Body        string              `json:"body"`
+
+	// Channel Outbound messages are sms, imessage or email; inbound ones also whatsapp, slack, telegram.
+	Channel        MessageChannel `json:"channel"`
+	ConversationId string         `json:"conversationId"`
+	CreatedAt      time.Time      `json:"createdAt"`
 
 	// DedupLockId The duplicate-guard lock this message holds; null when it was sent unguarded.
 	DedupLockId *string          `json:"dedupLockId"`
 	Direction   MessageDirection `json:"direction"`
 
 	// Error The provider's error, for `failed` and `unknown`.
-	Error    *string                 `json:"error"`
+	Error *string `json:"error"`
+
+	// Id `msg_in_…` for inbound messages (derived from the vendor's event id).
 	Id       string                  `json:"id"`
 	LeadId   string                  `json:"leadId"`
 	Metadata *map[string]interface{} `json:"metadata"`
@@ -616,14 +880,16 @@ type Message struct {
 	// Status `sending`: written and handed to the provider, no answer yet;
 	// `sent`; `failed`: the provider refused it, it reached no one;
 	// `unknown`: a timeout or transport error, it may have been
-	// delivered (never retried automatically).
+	// delivered (never retried automatically); `delivered`,
+	// `undelivered`, `read`: what the carrier reported later;
+	// `received`: an inbound message.
 	Status      MessageStatus `json:"status"`
 	Subject     *string       `json:"subject"`
 	UpdatedAt   time.Time     `json:"updatedAt"`
 	WorkspaceId string        `json:"workspaceId"`
 }
 
-// MessageChannel defines model for Message.Channel.
+// MessageChannel Outbound messages are sms, imessage or email; inbound ones also whatsapp, slack, telegram.
 type MessageChannel string
 
 // MessageDirection defines model for Message.Direction.
@@ -632,7 +898,9 @@ type MessageDirection string
 // MessageStatus `sending`: written and handed to the provider, no answer yet;
 // `sent`; `failed`: the provider refused it, it reached no one;
 // `unknown`: a timeout or transport error, it may have been
-// delivered (never retried automatically).
+// delivered (never retried automatically); `delivered`,
+// `undelivered`, `read`: what the carrier reported later;
+// `received`: an inbound message.
 type MessageStatus string
 
 // MessageAttachment defines model for MessageAttachment.
@@ -642,9 +910,31 @@ type MessageAttachment struct {
 	Url         string  `json:"url"`
 }
 
+// MessageList defines model for MessageList.
+type MessageList struct {
+	Data []Message `json:"data"`
+
+	// HasMore More messages may follow; fetch them with `nextCursor`.
+	HasMore bool `json:"hasMore"`
+
+	// NextCursor Opaque; pass it back as `cursor`. Null on the last page.
+	NextCursor *string            `json:"nextCursor"`
+	Success    MessageListSuccess `json:"success"`
+}
+
+// MessageListSuccess defines model for MessageList.Success.
+type MessageListSuccess bool
+
+// MessagePage defines model for MessagePage.
+type MessagePage struct {
+	Data       []Message `json:"data"`
+	HasMore    bool      `json:"hasMore"`
+	NextCursor *string   `json:"nextCursor"`
+}
+
 // MessageResponse defines model for MessageResponse.
 type MessageResponse struct {
-	// Message An outbound message. Every key is always present, null when empty.
+	// Message An outbound or inbound message. Every key is always present, null when empty.
 	Message Message                `json:"message"`
 	Success MessageResponseSuccess `json:"success"`
 }
@@ -804,7 +1094,7 @@ type SendResponse struct {
 	HsPortalId    *string `json:"hsPortalId"`
 	LeadId        string  `json:"leadId"`
 
-	// Message An outbound message. Every key is always present, null when empty.
+	// Message An outbound or inbound message. Every key is always present, null when empty.
 	Message Message             `json:"message"`
 	Status  SendResponseStatus  `json:"status"`
 	Success SendResponseSuccess `json:"success"`
@@ -896,11 +1186,23 @@ type WorkspaceSettingsPatch struct {
 	RateLimit     *RateLimit `json:"rateLimit,omitempty"`
 }
 
+// ConversationIdFilter defines model for ConversationIdFilter.
+type ConversationIdFilter = string
+
+// Cursor defines model for Cursor.
+type Cursor = string
+
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
 
 // KeyId defines model for KeyId.
 type KeyId = string
+
+// LeadIdFilter defines model for LeadIdFilter.
+type LeadIdFilter = string
+
+// Limit defines model for Limit.
+type Limit = int
 
 // LockId defines model for LockId.
 type LockId = string
@@ -926,6 +1228,9 @@ type Internal = Problem
 // InvalidAdmin An RFC 9457 problem document with msgapi's extension members.
 type InvalidAdmin = Problem
 
+// InvalidQuery An RFC 9457 problem document with msgapi's extension members.
+type InvalidQuery = Problem
+
 // InvalidSend An RFC 9457 problem document with msgapi's extension members.
 type InvalidSend = Problem
 
@@ -946,6 +1251,54 @@ type Unavailable = Problem
 
 // UnsupportedMedia An RFC 9457 problem document with msgapi's extension members.
 type UnsupportedMedia = Problem
+
+// GetConversationParams defines parameters for GetConversation.
+type GetConversationParams struct {
+	// Limit Page size, 1 to 100.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page, unchanged. Omit for the first page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// FindLeadsParams defines parameters for FindLeads.
+type FindLeadsParams struct {
+	Phone *string `form:"phone,omitempty" json:"phone,omitempty"`
+	Email *string `form:"email,omitempty" json:"email,omitempty"`
+}
+
+// ListMessagesParams defines parameters for ListMessages.
+type ListMessagesParams struct {
+	// LeadId Only this lead's messages.
+	LeadId *LeadIdFilter `form:"leadId,omitempty" json:"leadId,omitempty"`
+
+	// ConversationId Only this conversation's messages.
+	ConversationId *ConversationIdFilter        `form:"conversationId,omitempty" json:"conversationId,omitempty"`
+	Direction      *ListMessagesParamsDirection `form:"direction,omitempty" json:"direction,omitempty"`
+	Status         *ListMessagesParamsStatus    `form:"status,omitempty" json:"status,omitempty"`
+	Channel        *ListMessagesParamsChannel   `form:"channel,omitempty" json:"channel,omitempty"`
+
+	// Since Only messages created at or after this time (RFC 3339).
+	Since *time.Time `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until Only messages created at or before this time (RFC 3339).
+	Until *time.Time `form:"until,omitempty" json:"until,omitempty"`
+
+	// Limit Page size, 1 to 100.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page, unchanged. Omit for the first page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListMessagesParamsDirection defines parameters for ListMessages.
+type ListMessagesParamsDirection string
+
+// ListMessagesParamsStatus defines parameters for ListMessages.
+type ListMessagesParamsStatus string
+
+// ListMessagesParamsChannel defines parameters for ListMessages.
+type ListMessagesParamsChannel string
 
 // SendMessageParams defines parameters for SendMessage.
 type SendMessageParams struct {
@@ -1404,6 +1757,17 @@ type ClientInterface interface {
 	// Corresponds with PUT /admin/workspaces/{id}/secrets/{channel} (the `SetWebhookSecret` operationId).
 	SetWebhookSecret(ctx context.Context, id WorkspaceId, channel WebhookChannel, body SetWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetConversation Read a conversation and a page of its messages
+	//
+	// The conversation (one thread per recipient phone, or email for
+	// email-only contacts) and its messages, outbound and inbound, newest
+	// first. `messages` is the same page as
+	// `GET /api/messages?conversationId={id}`, and the cursors of the two
+	// are interchangeable.
+	//
+	// Corresponds with GET /api/conversations/{id} (the `GetConversation` operationId).
+	GetConversation(ctx context.Context, id string, params *GetConversationParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// DeleteDedupLock Delete a duplicate-guard lock
 	//
 	// Frees a lock of this workspace so the same text can be sent to the
@@ -1412,6 +1776,41 @@ type ClientInterface interface {
 	//
 	// Corresponds with DELETE /api/dedup-locks/{lockId} (the `DeleteDedupLock` operationId).
 	DeleteDedupLock(ctx context.Context, lockId LockId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// FindLeads Find the lead of a phone number or email
+	//
+	// Exactly one of `phone` and `email`, normalised as a send normalises
+	// it (`(555) 010-0000` with the default region is `+15550100000`;
+	// emails are lower-cased). A lead is one contact identifier, so the
+	// list holds at most one lead. One store read.
+	//
+	// Corresponds with GET /api/leads (the `FindLeads` operationId).
+	FindLeads(ctx context.Context, params *FindLeadsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetLead Read a lead
+	//
+	// One of the workspace's leads (`leadId` of a message or a send answer); another workspace's lead is 404.
+	//
+	// Corresponds with GET /api/leads/{id} (the `GetLead` operationId).
+	GetLead(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListMessages List messages
+	//
+	// The workspace's messages, outbound and inbound, newest first (in the
+	// order they were recorded), a page at a time. Filters combine (AND).
+	// Follow `nextCursor` until `hasMore` is false; a cursor stays correct
+	// while new messages arrive (they appear on a new first page, never
+	// inside a paging session: no skips, no repeats) and is bound to the
+	// filters it was issued with.
+	//
+	// Cost does not grow with the number of stored messages. One request
+	// examines at most 250 index entries: with a sparse filter
+	// (`direction`, `status`, `channel`, `since`, `until`) a page may hold
+	// fewer than `limit` messages, even none, with `hasMore: true`; keep
+	// following `nextCursor`.
+	//
+	// Corresponds with GET /api/messages (the `ListMessages` operationId).
+	ListMessages(ctx context.Context, params *ListMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SendMessageWithBody Send a message
 	//
@@ -1845,6 +2244,27 @@ func (c *Client) SetWebhookSecret(ctx context.Context, id WorkspaceId, channel W
 	return c.Client.Do(req)
 }
 
+// GetConversation Read a conversation and a page of its messages
+//
+// The conversation (one thread per recipient phone, or email for
+// email-only contacts) and its messages, outbound and inbound, newest
+// first. `messages` is the same page as
+// `GET /api/messages?conversationId={id}`, and the cursors of the two
+// are interchangeable.
+//
+// Corresponds with GET /api/conversations/{id} (the `GetConversation` operationId).
+func (c *Client) GetConversation(ctx context.Context, id string, params *GetConversationParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetConversationRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // DeleteDedupLock Delete a duplicate-guard lock
 //
 // Frees a lock of this workspace so the same text can be sent to the
@@ -1854,6 +2274,71 @@ func (c *Client) SetWebhookSecret(ctx context.Context, id WorkspaceId, channel W
 // Corresponds with DELETE /api/dedup-locks/{lockId} (the `DeleteDedupLock` operationId).
 func (c *Client) DeleteDedupLock(ctx context.Context, lockId LockId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteDedupLockRequest(c.Server, lockId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FindLeads Find the lead of a phone number or email
+//
+// Exactly one of `phone` and `email`, normalised as a send normalises
+// it (`(555) 010-0000` with the default region is `+15550100000`;
+// emails are lower-cased). A lead is one contact identifier, so the
+// list holds at most one lead. One store read.
+//
+// Corresponds with GET /api/leads (the `FindLeads` operationId).
+func (c *Client) FindLeads(ctx context.Context, params *FindLeadsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFindLeadsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetLead Read a lead
+//
+// One of the workspace's leads (`leadId` of a message or a send answer); another workspace's lead is 404.
+//
+// Corresponds with GET /api/leads/{id} (the `GetLead` operationId).
+func (c *Client) GetLead(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetLeadRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListMessages List messages
+//
+// The workspace's messages, outbound and inbound, newest first (in the
+// order they were recorded), a page at a time. Filters combine (AND).
+// Follow `nextCursor` until `hasMore` is false; a cursor stays correct
+// while new messages arrive (they appear on a new first page, never
+// inside a paging session: no skips, no repeats) and is bound to the
+// filters it was issued with.
+//
+// Cost does not grow with the number of stored messages. One request
+// examines at most 250 index entries: with a sparse filter
+// (`direction`, `status`, `channel`, `since`, `until`) a page may hold
+// fewer than `limit` messages, even none, with `hasMore: true`; keep
+// following `nextCursor`.
+//
+// Corresponds with GET /api/messages (the `ListMessages` operationId).
+func (c *Client) ListMessages(ctx context.Context, params *ListMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListMessagesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2539,6 +3024,79 @@ func NewSetWebhookSecretRequestWithBody(server string, id WorkspaceId, channel W
 	return req, nil
 }
 
+// NewGetConversationRequest constructs an http.Request for the GetConversation method
+func NewGetConversationRequest(server string, id string, params *GetConversationParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/conversations/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewDeleteDedupLockRequest constructs an http.Request for the DeleteDedupLock method
 func NewDeleteDedupLockRequest(server string, lockId LockId) (*http.Request, error) {
 	var err error
@@ -2566,6 +3124,256 @@ func NewDeleteDedupLockRequest(server string, lockId LockId) (*http.Request, err
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewFindLeadsRequest constructs an http.Request for the FindLeads method
+func NewFindLeadsRequest(server string, params *FindLeadsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/leads")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Phone != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "phone", *params.Phone, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Email != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "email", *params.Email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetLeadRequest constructs an http.Request for the GetLead method
+func NewGetLeadRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/leads/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListMessagesRequest constructs an http.Request for the ListMessages method
+func NewListMessagesRequest(server string, params *ListMessagesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/messages")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.LeadId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "leadId", *params.LeadId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ConversationId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "conversationId", *params.ConversationId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Direction != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "direction", *params.Direction, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Channel != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "channel", *params.Channel, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Since != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", *params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Until != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "until", *params.Until, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -3081,6 +3889,19 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /admin/workspaces/{id}/secrets/{channel} (the `SetWebhookSecret` operationId).
 	SetWebhookSecretWithResponse(ctx context.Context, id WorkspaceId, channel WebhookChannel, body SetWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*SetWebhookSecretResponse, error)
 
+	// GetConversationWithResponse Read a conversation and a page of its messages
+	//
+	// The conversation (one thread per recipient phone, or email for
+	// email-only contacts) and its messages, outbound and inbound, newest
+	// first. `messages` is the same page as
+	// `GET /api/messages?conversationId={id}`, and the cursors of the two
+	// are interchangeable.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/conversations/{id} (the `GetConversation` operationId).
+	GetConversationWithResponse(ctx context.Context, id string, params *GetConversationParams, reqEditors ...RequestEditorFn) (*GetConversationResponse, error)
+
 	// DeleteDedupLockWithResponse Delete a duplicate-guard lock
 	//
 	// Frees a lock of this workspace so the same text can be sent to the
@@ -3091,6 +3912,47 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with DELETE /api/dedup-locks/{lockId} (the `DeleteDedupLock` operationId).
 	DeleteDedupLockWithResponse(ctx context.Context, lockId LockId, reqEditors ...RequestEditorFn) (*DeleteDedupLockResponse, error)
+
+	// FindLeadsWithResponse Find the lead of a phone number or email
+	//
+	// Exactly one of `phone` and `email`, normalised as a send normalises
+	// it (`(555) 010-0000` with the default region is `+15550100000`;
+	// emails are lower-cased). A lead is one contact identifier, so the
+	// list holds at most one lead. One store read.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/leads (the `FindLeads` operationId).
+	FindLeadsWithResponse(ctx context.Context, params *FindLeadsParams, reqEditors ...RequestEditorFn) (*FindLeadsResponse, error)
+
+	// GetLeadWithResponse Read a lead
+	//
+	// One of the workspace's leads (`leadId` of a message or a send answer); another workspace's lead is 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/leads/{id} (the `GetLead` operationId).
+	GetLeadWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetLeadResponse, error)
+
+	// ListMessagesWithResponse List messages
+	//
+	// The workspace's messages, outbound and inbound, newest first (in the
+	// order they were recorded), a page at a time. Filters combine (AND).
+	// Follow `nextCursor` until `hasMore` is false; a cursor stays correct
+	// while new messages arrive (they appear on a new first page, never
+	// inside a paging session: no skips, no repeats) and is bound to the
+	// filters it was issued with.
+	//
+	// Cost does not grow with the number of stored messages. One request
+	// examines at most 250 index entries: with a sparse filter
+	// (`direction`, `status`, `channel`, `since`, `until`) a page may hold
+	// fewer than `limit` messages, even none, with `hasMore: true`; keep
+	// following `nextCursor`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/messages (the `ListMessages` operationId).
+	ListMessagesWithResponse(ctx context.Context, params *ListMessagesParams, reqEditors ...RequestEditorFn) (*ListMessagesResponse, error)
 
 	// SendMessageWithBodyWithResponse Send a message
 	//
@@ -4357,6 +5219,125 @@ func (r SetWebhookSecretResponse) ContentType() string {
 	return ""
 }
 
+// GetConversationResponse200Headers the declared response headers of an HTTP 200 response for GetConversation
+type GetConversationResponse200Headers struct {
+	XRequestId string
+}
+
+// GetConversationResponse400Headers the declared response headers of an HTTP 400 response for GetConversation
+type GetConversationResponse400Headers struct {
+	XRequestId string
+}
+
+// GetConversationResponse401Headers the declared response headers of an HTTP 401 response for GetConversation
+type GetConversationResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// GetConversationResponse404Headers the declared response headers of an HTTP 404 response for GetConversation
+type GetConversationResponse404Headers struct {
+	XRequestId string
+}
+
+// GetConversationResponse500Headers the declared response headers of an HTTP 500 response for GetConversation
+type GetConversationResponse500Headers struct {
+	XRequestId string
+}
+
+// GetConversationResponse503Headers the declared response headers of an HTTP 503 response for GetConversation
+type GetConversationResponse503Headers struct {
+	XRequestId string
+}
+
+type GetConversationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ConversationResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidQuery
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetConversationResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetConversationResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetConversationResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetConversationResponse404Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetConversationResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetConversationResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetConversationResponse) GetJSON200() *ConversationResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetConversationResponse) GetApplicationproblemJSON400() *InvalidQuery {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetConversationResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetConversationResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetConversationResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetConversationResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetConversationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetConversationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetConversationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetConversationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // DeleteDedupLockResponse200Headers the declared response headers of an HTTP 200 response for DeleteDedupLock
 type DeleteDedupLockResponse200Headers struct {
 	XRequestId string
@@ -4456,6 +5437,321 @@ func (r DeleteDedupLockResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r DeleteDedupLockResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// FindLeadsResponse200Headers the declared response headers of an HTTP 200 response for FindLeads
+type FindLeadsResponse200Headers struct {
+	XRequestId string
+}
+
+// FindLeadsResponse400Headers the declared response headers of an HTTP 400 response for FindLeads
+type FindLeadsResponse400Headers struct {
+	XRequestId string
+}
+
+// FindLeadsResponse401Headers the declared response headers of an HTTP 401 response for FindLeads
+type FindLeadsResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// FindLeadsResponse500Headers the declared response headers of an HTTP 500 response for FindLeads
+type FindLeadsResponse500Headers struct {
+	XRequestId string
+}
+
+// FindLeadsResponse503Headers the declared response headers of an HTTP 503 response for FindLeads
+type FindLeadsResponse503Headers struct {
+	XRequestId string
+}
+
+type FindLeadsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LeadList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidQuery
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *FindLeadsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *FindLeadsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *FindLeadsResponse401Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *FindLeadsResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *FindLeadsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r FindLeadsResponse) GetJSON200() *LeadList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r FindLeadsResponse) GetApplicationproblemJSON400() *InvalidQuery {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r FindLeadsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r FindLeadsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r FindLeadsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r FindLeadsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r FindLeadsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r FindLeadsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r FindLeadsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetLeadResponse200Headers the declared response headers of an HTTP 200 response for GetLead
+type GetLeadResponse200Headers struct {
+	XRequestId string
+}
+
+// GetLeadResponse401Headers the declared response headers of an HTTP 401 response for GetLead
+type GetLeadResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// GetLeadResponse404Headers the declared response headers of an HTTP 404 response for GetLead
+type GetLeadResponse404Headers struct {
+	XRequestId string
+}
+
+// GetLeadResponse500Headers the declared response headers of an HTTP 500 response for GetLead
+type GetLeadResponse500Headers struct {
+	XRequestId string
+}
+
+// GetLeadResponse503Headers the declared response headers of an HTTP 503 response for GetLead
+type GetLeadResponse503Headers struct {
+	XRequestId string
+}
+
+type GetLeadResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LeadResponse
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetLeadResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetLeadResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetLeadResponse404Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetLeadResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetLeadResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetLeadResponse) GetJSON200() *LeadResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetLeadResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetLeadResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetLeadResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetLeadResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetLeadResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetLeadResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetLeadResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetLeadResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListMessagesResponse200Headers the declared response headers of an HTTP 200 response for ListMessages
+type ListMessagesResponse200Headers struct {
+	XRequestId string
+}
+
+// ListMessagesResponse400Headers the declared response headers of an HTTP 400 response for ListMessages
+type ListMessagesResponse400Headers struct {
+	XRequestId string
+}
+
+// ListMessagesResponse401Headers the declared response headers of an HTTP 401 response for ListMessages
+type ListMessagesResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ListMessagesResponse500Headers the declared response headers of an HTTP 500 response for ListMessages
+type ListMessagesResponse500Headers struct {
+	XRequestId string
+}
+
+// ListMessagesResponse503Headers the declared response headers of an HTTP 503 response for ListMessages
+type ListMessagesResponse503Headers struct {
+	XRequestId string
+}
+
+type ListMessagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MessageList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidQuery
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListMessagesResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListMessagesResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListMessagesResponse401Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListMessagesResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListMessagesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListMessagesResponse) GetJSON200() *MessageList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListMessagesResponse) GetApplicationproblemJSON400() *InvalidQuery {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListMessagesResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListMessagesResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListMessagesResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListMessagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListMessagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListMessagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListMessagesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5419,6 +6715,25 @@ func (c *ClientWithResponses) SetWebhookSecretWithResponse(ctx context.Context, 
 	return ParseSetWebhookSecretResponse(rsp)
 }
 
+// GetConversationWithResponse Read a conversation and a page of its messages
+//
+// The conversation (one thread per recipient phone, or email for
+// email-only contacts) and its messages, outbound and inbound, newest
+// first. `messages` is the same page as
+// `GET /api/messages?conversationId={id}`, and the cursors of the two
+// are interchangeable.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/conversations/{id} (the `GetConversation` operationId).
+func (c *ClientWithResponses) GetConversationWithResponse(ctx context.Context, id string, params *GetConversationParams, reqEditors ...RequestEditorFn) (*GetConversationResponse, error) {
+	rsp, err := c.GetConversation(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetConversationResponse(rsp)
+}
+
 // DeleteDedupLockWithResponse Delete a duplicate-guard lock
 //
 // Frees a lock of this workspace so the same text can be sent to the
@@ -5434,6 +6749,65 @@ func (c *ClientWithResponses) DeleteDedupLockWithResponse(ctx context.Context, l
 		return nil, err
 	}
 	return ParseDeleteDedupLockResponse(rsp)
+}
+
+// FindLeadsWithResponse Find the lead of a phone number or email
+//
+// Exactly one of `phone` and `email`, normalised as a send normalises
+// it (`(555) 010-0000` with the default region is `+15550100000`;
+// emails are lower-cased). A lead is one contact identifier, so the
+// list holds at most one lead. One store read.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/leads (the `FindLeads` operationId).
+func (c *ClientWithResponses) FindLeadsWithResponse(ctx context.Context, params *FindLeadsParams, reqEditors ...RequestEditorFn) (*FindLeadsResponse, error) {
+	rsp, err := c.FindLeads(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFindLeadsResponse(rsp)
+}
+
+// GetLeadWithResponse Read a lead
+//
+// One of the workspace's leads (`leadId` of a message or a send answer); another workspace's lead is 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/leads/{id} (the `GetLead` operationId).
+func (c *ClientWithResponses) GetLeadWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetLeadResponse, error) {
+	rsp, err := c.GetLead(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetLeadResponse(rsp)
+}
+
+// ListMessagesWithResponse List messages
+//
+// The workspace's messages, outbound and inbound, newest first (in the
+// order they were recorded), a page at a time. Filters combine (AND).
+// Follow `nextCursor` until `hasMore` is false; a cursor stays correct
+// while new messages arrive (they appear on a new first page, never
+// inside a paging session: no skips, no repeats) and is bound to the
+// filters it was issued with.
+//
+// Cost does not grow with the number of stored messages. One request
+// examines at most 250 index entries: with a sparse filter
+// (`direction`, `status`, `channel`, `since`, `until`) a page may hold
+// fewer than `limit` messages, even none, with `hasMore: true`; keep
+// following `nextCursor`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/messages (the `ListMessages` operationId).
+func (c *ClientWithResponses) ListMessagesWithResponse(ctx context.Context, params *ListMessagesParams, reqEditors ...RequestEditorFn) (*ListMessagesResponse, error) {
+	rsp, err := c.ListMessages(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListMessagesResponse(rsp)
 }
 
 // SendMessageWithBodyWithResponse Send a message
@@ -6892,6 +8266,137 @@ func ParseSetWebhookSecretResponse(rsp *http.Response) (*SetWebhookSecretRespons
 	return response, nil
 }
 
+// ParseGetConversationResponse parses an HTTP response from a GetConversationWithResponse call
+func ParseGetConversationResponse(rsp *http.Response) (*GetConversationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetConversationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ConversationResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidQuery
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetConversationResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetConversationResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetConversationResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetConversationResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetConversationResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetConversationResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseDeleteDedupLockResponse parses an HTTP response from a DeleteDedupLockWithResponse call
 func ParseDeleteDedupLockResponse(rsp *http.Response) (*DeleteDedupLockResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -6993,6 +8498,348 @@ func ParseDeleteDedupLockResponse(rsp *http.Response) (*DeleteDedupLockResponse,
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers DeleteDedupLockResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseFindLeadsResponse parses an HTTP response from a FindLeadsWithResponse call
+func ParseFindLeadsResponse(rsp *http.Response) (*FindLeadsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &FindLeadsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LeadList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidQuery
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers FindLeadsResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers FindLeadsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers FindLeadsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 500:
+		var headers FindLeadsResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers FindLeadsResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetLeadResponse parses an HTTP response from a GetLeadWithResponse call
+func ParseGetLeadResponse(rsp *http.Response) (*GetLeadResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetLeadResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LeadResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetLeadResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetLeadResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetLeadResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetLeadResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetLeadResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListMessagesResponse parses an HTTP response from a ListMessagesWithResponse call
+func ParseListMessagesResponse(rsp *http.Response) (*ListMessagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListMessagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MessageList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidQuery
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListMessagesResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListMessagesResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListMessagesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListMessagesResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListMessagesResponse503Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
