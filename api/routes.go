@@ -26,6 +26,14 @@ func (s *Server) routes(e *echo.Echo) {
 	api.POST("/messages", s.sendMessage, send...)
 	api.GET("/messages/:id", s.getMessage)
 	api.DELETE("/dedup-locks/:lockId", s.deleteDedupLock)
+	if s.opts.Outbox != nil { // event webhooks (events.go)
+		api.POST("/webhook-endpoints", s.createEndpoint, readBody)
+		api.GET("/webhook-endpoints", s.listEndpoints)
+		api.DELETE("/webhook-endpoints/:id", s.deleteEndpoint)
+		api.GET("/events", s.listEvents)
+		api.GET("/events/:id", s.getEvent)
+		api.POST("/events/:id/redeliver", s.redeliverEvent)
+	}
 
 	admin := e.Group("/admin", s.adminOnly)
 	admin.POST("/workspaces", s.createWorkspace, readBody)

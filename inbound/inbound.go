@@ -98,6 +98,12 @@ type Options struct {
 	PublicBaseURL string
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
+	// OnMessage, optional, records the message.received event
+	// (notify.Outbox.RecordMessage). It runs after the message insert and
+	// before the completion record, for a new and a redelivered event
+	// alike, so a crash between the two is repaired by the vendor's retry;
+	// it must be idempotent.
+	OnMessage func(ctx context.Context, m messages.Message) error
 }
 
 // Handler serves POST /api/webhooks/{workspaceId}/{channel}.
@@ -108,6 +114,7 @@ type Handler struct {
 	redis        *redis.Client
 	publicBase   string
 	now          func() time.Time
+	onMessage    func(ctx context.Context, m messages.Message) error
 
 	// afterMessage, when set (tests), runs after the inbound message is
 	// written and before completion is recorded: a failure there is a crash.
@@ -128,6 +135,7 @@ func New(opts Options) *Handler {
 		redis:      opts.Redis,
 		publicBase: strings.TrimRight(opts.PublicBaseURL, "/"),
 		now:        now,
+		onMessage:  opts.OnMessage,
 	}
 }
 
@@ -274,13 +282,18 @@ func readBody(c echo.Context) ([]byte, error) {
 // requestURL is the URL the vendor called: PublicBaseURL when set, else the
 // scheme and host the client saw (X-Forwarded-Proto / X-Forwarded-Host from
 // a proxy, else the connection's), plus the request URI exactly as sent.
-func (h *Handler) requestURL(r *http.Request) string {
+func (h *Handler) requestURL(r *http.Request) string { return RequestURL(r, h.publicBase) }
+
+// RequestURL is the URL a vendor called: publicBase ("https://api.example.com")
+// when set, else the scheme and host the client saw, plus the request URI
+// exactly as sent.
+func RequestURL(r *http.Request, publicBase string) string {
 	uri := r.RequestURI
 	if uri == "" {
 		uri = r.URL.RequestURI()
 	}
-	if h.publicBase != "" {
-		return h.publicBase + uri
+	if publicBase != "" {
+		return strings.TrimRight(publicBase, "/") + uri
 	}
 	scheme := firstValue(r.Header.Get("X-Forwarded-Proto"))
 	if scheme == "" {

@@ -170,6 +170,12 @@ func (h *Handler) record(ctx context.Context, wsID string, ev event) (result, er
 		return result{}, err
 	}
 
+	if h.onMessage != nil {
+		if err := h.onMessage(ctx, m); err != nil {
+			return result{}, err
+		}
+	}
+
 	if h.afterMessage != nil {
 		if err := h.afterMessage(); err != nil {
 			return result{}, err
