@@ -113,7 +113,8 @@ func (o *Outbox) Run(ctx context.Context) {
 }
 
 // pass handles one batch of pending events and queues due deliveries
-// without blocking (a full queue waits for the next pass).
+// without blocking (a full queue waits for the next pass). A new event's
+// deliveries are queued as soon as they exist.
 func (o *Outbox) pass(ctx context.Context, work chan<- delivery) {
 	var pend []event
 	if cur, err := o.pending.Find(ctx, bson.D{}, options.Find().SetLimit(BatchSize)); err == nil {
@@ -121,9 +122,16 @@ func (o *Outbox) pass(ctx context.Context, work chan<- delivery) {
 	} else if ctx.Err() == nil {
 		o.log.Warn().Err(err).Str("event", events.WebhookStoreError).Msg("outbox: read pending events")
 	}
+	// Processes that share the store take the batch in different orders,
+	// so they split it rather than redo each other's work.
+	rand.Shuffle(len(pend), func(i, j int) { pend[i], pend[j] = pend[j], pend[i] })
 	for _, e := range pend {
-		if err := o.archive(ctx, e); err != nil && ctx.Err() == nil {
+		ds, err := o.archive(ctx, e)
+		if err != nil && ctx.Err() == nil {
 			o.log.Warn().Err(err).Str("event", events.WebhookStoreError).Str("eventId", e.ID).Msg("outbox: schedule event")
+		}
+		for _, d := range ds {
+			o.enqueue(d, work)
 		}
 	}
 
@@ -135,18 +143,7 @@ func (o *Outbox) pass(ctx context.Context, work chan<- delivery) {
 		o.log.Warn().Err(err).Str("event", events.WebhookStoreError).Msg("outbox: read due deliveries")
 	}
 	for _, d := range due {
-		o.inflightMu.Lock()
-		busy := o.inflight[d.ID]
-		if !busy {
-			select {
-			case work <- d:
-				o.inflight[d.ID] = true
-			default:
-				busy = true
-			}
-		}
-		o.inflightMu.Unlock()
-		if busy && len(work) == cap(work) {
+		if !o.enqueue(d, work) {
 			break
 		}
 	}
@@ -157,54 +154,75 @@ func (o *Outbox) pass(ctx context.Context, work chan<- delivery) {
 	}
 }
 
+// enqueue hands d to a worker unless this process is attempting it
+// already; false when the queue is full.
+func (o *Outbox) enqueue(d delivery, work chan<- delivery) bool {
+	o.inflightMu.Lock()
+	defer o.inflightMu.Unlock()
+	if o.inflight[d.ID] {
+		return true
+	}
+	select {
+	case work <- d:
+		o.inflight[d.ID] = true
+		return true
+	default:
+		return false
+	}
+}
+
 // archive moves one pending event into the archive, its log and its
 // deliveries. Every step is safe to repeat; the pending document goes last.
-func (o *Outbox) archive(ctx context.Context, e event) error {
+func (o *Outbox) archive(ctx context.Context, e event) ([]delivery, error) {
 	e.ExpiresAt = e.CreatedAt.Add(Retention)
 	_, err := o.events.InsertOne(ctx, e)
 	if store.IsDuplicateKey(err) {
 		var have event
 		if err := o.events.FindOne(ctx, byID(e.ID)).Decode(&have); err != nil {
-			return fmt.Errorf("read event %s: %w", e.ID, err)
+			return nil, fmt.Errorf("read event %s: %w", e.ID, err)
 		}
 		if have.Scheduled { // a repeat of a fact already handled: no second event
 			_, err := o.pending.DeleteOne(ctx, byID(e.ID))
-			return err
+			return nil, err
 		}
 	} else if err != nil {
-		return fmt.Errorf("archive event %s: %w", e.ID, err)
+		return nil, fmt.Errorf("archive event %s: %w", e.ID, err)
 	}
 	if err := o.appendLog(ctx, e); err != nil {
-		return err
+		return nil, err
 	}
 	eps, err := o.subscribed(ctx, e.WorkspaceID, e.Type)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ids := make([]string, 0, len(eps))
+	var ds []delivery
 	for _, ep := range eps {
-		if err := o.schedule(ctx, e, ep.ID, 0); err != nil {
-			return err
+		d, err := o.schedule(ctx, e, ep.ID)
+		if err != nil {
+			return ds, err
 		}
+		ds = append(ds, d)
 		ids = append(ids, ep.ID)
 	}
 	if _, err := o.events.UpdateOne(ctx, byID(e.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "scheduled", Value: true}, {Key: "endpointIds", Value: ids}}}}); err != nil {
-		return fmt.Errorf("mark event %s scheduled: %w", e.ID, err)
+		return ds, fmt.Errorf("mark event %s scheduled: %w", e.ID, err)
 	}
 	if _, err := o.pending.DeleteOne(ctx, byID(e.ID)); err != nil {
-		return fmt.Errorf("delete pending event %s: %w", e.ID, err)
+		return ds, fmt.Errorf("delete pending event %s: %w", e.ID, err)
 	}
-	return nil
+	return ds, nil
 }
 
-// schedule creates the delivery of e to an endpoint, due now. A duplicate
-// key means it exists already.
-func (o *Outbox) schedule(ctx context.Context, e event, endpointID string, round int) error {
-	d := delivery{ID: DeliveryID(e.ID, endpointID, round), EventID: e.ID, EndpointID: endpointID, WorkspaceID: e.WorkspaceID, Attempt: 1, DueAt: o.now(), Manual: round > 0}
+// schedule creates the automatic delivery of e to an endpoint, due now. A
+// duplicate key means it exists already (then the existing one is queued;
+// its attempt claim sorts out who sends).
+func (o *Outbox) schedule(ctx context.Context, e event, endpointID string) (delivery, error) {
+	d := delivery{ID: DeliveryID(e.ID, endpointID, 0), EventID: e.ID, EndpointID: endpointID, WorkspaceID: e.WorkspaceID, Attempt: 1, DueAt: o.now()}
 	if _, err := o.deliveries.InsertOne(ctx, d); err != nil && !store.IsDuplicateKey(err) {
-		return fmt.Errorf("schedule delivery %s: %w", d.ID, err)
+		return delivery{}, fmt.Errorf("schedule delivery %s: %w", d.ID, err)
 	}
-	return nil
+	return d, nil
 }
 
 // attempt runs the next attempt of d, if this process wins its claim.
@@ -212,7 +230,7 @@ func (o *Outbox) attempt(ctx context.Context, d delivery) {
 	log := o.log.With().Str("eventId", d.EventID).Str("endpointId", d.EndpointID).Str("workspaceId", d.WorkspaceID).Int("attempt", d.Attempt).Logger()
 	now := o.now()
 	claim := attempt{ID: attemptID(d.ID, d.Attempt), DeliveryID: d.ID, N: d.Attempt, StartedAt: now,
-		LeaseUntil: now.Add(o.opts.Timeout + 30*time.Second), ExpiresAt: now.Add(Retention)}
+		LeaseUntil: now.Add(2 * o.opts.Timeout), ExpiresAt: now.Add(Retention)}
 	if _, err := o.attempts.InsertOne(ctx, claim); err != nil {
 		if !store.IsDuplicateKey(err) {
 			log.Warn().Err(err).Str("event", events.WebhookStoreError).Msg("outbox: claim attempt")

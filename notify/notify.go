@@ -168,6 +168,8 @@ type Options struct {
 	// MaxRetryAfter clamps a Retry-After answer (default 1h).
 	MaxRetryAfter time.Duration
 	// Timeout bounds one attempt, connection to last byte (default 10s).
+	// A claim whose result is missing after twice this (its claimer died)
+	// is abandoned and the next attempt claimed.
 	Timeout time.Duration
 	// Workers is how many attempts run at once (default 8).
 	Workers int
