@@ -84,7 +84,11 @@ type Options struct {
 	// PublicBaseURL is the origin Twilio calls (MSGAPI_PUBLIC_URL), for its
 	// signature; empty: from the request and X-Forwarded-Proto/Host.
 	PublicBaseURL string
-	Now           func() time.Time
+	// OnStatus, optional, records the event of a status the message passed
+	// through (notify.Outbox.RecordMessage): when a later status won the
+	// race (read before delivered), the earlier one still gets its event.
+	OnStatus func(ctx context.Context, m messages.Message) error
+	Now      func() time.Time
 }
 
 // Handler serves the receipt routes.
@@ -156,6 +160,15 @@ func (h *Handler) Apply(ctx context.Context, r Receipt) (Outcome, error) {
 		}
 		if m, found, err = h.opts.Messages.Get(ctx, r.MessageID); err != nil || !found {
 			return Outcome{}, msgapi.Unavailable(fmt.Errorf("re-read message %s: %v", r.MessageID, err))
+		}
+	}
+	// The message passed through this receipt's status even if a higher
+	// one was written first: its event too (idempotent by _id).
+	if h.opts.OnStatus != nil && r.Status != m.Status && messages.CanMove(r.Status, m.Status) {
+		passed := m
+		passed.Status = r.Status
+		if err := h.opts.OnStatus(ctx, passed); err != nil {
+			return Outcome{}, msgapi.Unavailable(err)
 		}
 	}
 	ev := log.Info().Str("event", events.ReceiptRecorded)

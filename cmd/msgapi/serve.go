@@ -306,7 +306,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	go func() { defer close(outboxDone); outbox.Run(bg) }()
 	defer func() { stopBG(); <-outboxDone }()
 	rcpts := receipts.New(receipts.Options{Store: st, Messages: ms, TwilioAuthToken: v["MSGAPI_TWILIO_AUTH_TOKEN"],
-		RelaySecret: v["MSGAPI_WEBHOOK_SECRET"], PublicBaseURL: v.str("MSGAPI_PUBLIC_URL")})
+		RelaySecret: v["MSGAPI_WEBHOOK_SECRET"], PublicBaseURL: v.str("MSGAPI_PUBLIC_URL"), OnStatus: outbox.RecordMessage})
 	g := guard.New(guard.Options{Store: st, Window: c.dedupWindow, Wait: c.dedupWait, Lease: c.dedupLease,
 		RefuseOnStoreError: v.str("MSGAPI_DEDUP_ON_STORE_ERROR") == "refuse",
 		Sibling:            api.SiblingReader(ms), Fence: ms.Fence})
