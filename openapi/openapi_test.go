@@ -45,6 +45,9 @@ var wantOperations = []string{
 	"POST /api/messages", "GET /api/messages/{id}", "DELETE /api/dedup-locks/{lockId}",
 	"POST /admin/workspaces", "POST /admin/workspaces/{id}/keys", "PUT /admin/workspaces/{id}/secrets/{channel}",
 	"POST /api/webhooks/{workspaceId}/{channel}",
+	"POST /api/webhook-endpoints", "GET /api/webhook-endpoints", "DELETE /api/webhook-endpoints/{id}",
+	"GET /api/events", "GET /api/events/{id}", "POST /api/events/{id}/redeliver",
+	"POST /api/receipts/twilio", "POST /api/receipts/webhook",
 	"GET /healthz", "GET /readyz", "GET /metrics", "GET /openapi.yaml", "GET /docs",
 }
 
