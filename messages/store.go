@@ -347,8 +347,11 @@ func (s *Store) FenceAsDuplicate(ctx context.Context, id, duplicateOf string) er
 //     backwards. The filter is atomic on MongoDB; on the embedded engine
 //     receipts re-check after writing (package receipts).
 //
-// m needs ID and Status; when WorkspaceID is empty (a sweeper that knows
-// only the id), the message is read first.
+// m needs ID and Status. With WorkspaceID set, m is the caller's whole
+// message and its stored status is one that may move to m.Status (the send
+// path: sending; receipts check CanMove themselves). Without it (a sweeper
+// that knows only the id), the message is read first, and an outcome it
+// cannot move to records nothing, not even an event (one extra read).
 func (s *Store) RecordOutcome(ctx context.Context, m *Message) error {
 	if m.WorkspaceID == "" && s.onOutcome != nil {
 		cur, found, err := s.Get(ctx, m.ID)
@@ -357,6 +360,9 @@ func (s *Store) RecordOutcome(ctx context.Context, m *Message) error {
 		}
 		if !found {
 			return fmt.Errorf("record outcome of %s: no such message", m.ID)
+		}
+		if !CanMove(cur.Status, m.Status) {
+			return nil // already there, or past it
 		}
 		cur.Status, cur.Error, cur.ErrorCode, cur.StatusAt = m.Status, m.Error, m.ErrorCode, m.StatusAt
 		if m.ProviderMessageID != "" {

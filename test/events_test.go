@@ -204,6 +204,13 @@ func TestEventWebhooksAcrossACrash(t *testing.T) {
 		t.Errorf("GET /api/events/{id}: %d attempts, the endpoint saw %d", len(atts), len(sent))
 	}
 
+	met := string(p2.do(http.MethodGet, "/metrics", "", "").body)
+	for _, want := range []string{`msgapi_webhook_backlog{kind="deliveries"}`, `msgapi_webhook_backlog{kind="events"}`, `msgapi_webhook_attempts_total{outcome="succeeded"} `} {
+		if !strings.Contains(met, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
 	t.Run("inbound Twilio delivered three times", func(t *testing.T) {
 		if r := p2.do(http.MethodPut, "/admin/workspaces/"+ws+"/secrets/twilio", admin, `{"secret":"inbound-token"}`); r.status != http.StatusNoContent {
 			t.Fatalf("set secret: %d %s", r.status, r.body)
