@@ -34,8 +34,8 @@ func TestRecordOutcome(t *testing.T) {
 	}{
 		{StatusSent, StatusSending, true}, // the event could not be recorded: no status either
 		{StatusSent, StatusSent, false},
-		{StatusSent, StatusSent, false},     // a repeat
-		{StatusUnknown, StatusSent, false},  // a late sweeper: never backwards
+		{StatusSent, StatusSent, false},    // a repeat
+		{StatusUnknown, StatusSent, false}, // a late sweeper: never backwards
 		{StatusDelivered, StatusDelivered, false},
 		{StatusSent, StatusDelivered, false}, // a late receipt
 		{StatusUndelivered, StatusDelivered, false},
