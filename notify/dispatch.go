@@ -339,7 +339,16 @@ func (o *Outbox) claimedElsewhere(ctx context.Context, d delivery) {
 func (o *Outbox) post(ctx context.Context, ep Endpoint, e event, n int) (res result, retryAfter time.Duration, slow bool) {
 	start := time.Now()
 	res.At = o.now()
-	key, err := SecretKey(ep.Secret)
+	secret := ep.Secret
+	if o.opts.Open != nil {
+		s, err := o.opts.Open(secret)
+		if err != nil {
+			res.Error = "endpoint secret cannot be decrypted"
+			return res, 0, false
+		}
+		secret = s
+	}
+	key, err := SecretKey(secret)
 	if err != nil {
 		res.Error = "endpoint secret unusable"
 		return res, 0, false

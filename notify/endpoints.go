@@ -84,7 +84,14 @@ func (o *Outbox) CreateEndpoint(ctx context.Context, workspaceID string, in Endp
 		ID: msgapi.NewID("we"), WorkspaceID: workspaceID, URL: in.URL, Description: in.Description,
 		EventTypes: types, Secret: NewSecret(), CreatedAt: o.now(),
 	}
-	if _, err := o.endpoints.InsertOne(ctx, ep); err != nil {
+	stored := ep
+	if o.opts.Seal != nil {
+		var err error
+		if stored.Secret, err = o.opts.Seal(ep.Secret); err != nil {
+			return Endpoint{}, fmt.Errorf("seal webhook endpoint secret: %w", err)
+		}
+	}
+	if _, err := o.endpoints.InsertOne(ctx, stored); err != nil {
 		return Endpoint{}, msgapi.Unavailable(fmt.Errorf("insert webhook endpoint: %w", err))
 	}
 	o.epCache.forget(workspaceID)

@@ -182,6 +182,10 @@ type Options struct {
 	// AllowHTTP allows http:// endpoint URLs on any host (development and
 	// tests); otherwise only https, and http to a loopback address.
 	AllowHTTP bool
+	// Seal and Open, when set, encrypt an endpoint secret for the store and
+	// decrypt it for signing (e.g. AES-256-GCM under MSGAPI_SECRET_KEY);
+	// nil stores secrets as written.
+	Seal, Open func(string) (string, error)
 	// Client sends the webhooks; the default follows no redirects.
 	Client  *http.Client
 	Metrics Metrics

@@ -2,11 +2,13 @@ package notify
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -201,6 +203,34 @@ func TestDeliverRetrySigned(t *testing.T) {
 	})
 	if _, err := ob.GetEvent(ctx, "ws_b", want); err == nil {
 		t.Error("another workspace read the event")
+	}
+}
+
+// With Seal and Open set, the store never holds the secret as written, and
+// deliveries are still signed with it.
+func TestSealedSecrets(t *testing.T) {
+	st := storetest.New(t, Collections...)
+	ep := newEndpoint(t, func(int) int { return http.StatusOK })
+	// A stand-in cipher: reversible, never the plain text.
+	seal := func(s string) (string, error) { return "sealed:" + hex.EncodeToString([]byte(s)), nil }
+	open := func(s string) (string, error) {
+		b, err := hex.DecodeString(strings.TrimPrefix(s, "sealed:"))
+		return string(b), err
+	}
+	ob := run(t, st, Options{Seal: seal, Open: open})
+	e := mustEndpoint(t, ob, "ws_a", ep.srv.URL)
+	ctx := context.Background()
+	var raw Endpoint
+	if err := st.Collection(collEndpoints).FindOne(ctx, byID(e.ID)).Decode(&raw); err != nil || raw.Secret == e.Secret {
+		t.Fatalf("stored secret %q (%v): the plain secret is in the store", raw.Secret, err)
+	}
+	if _, err := ob.Record(ctx, fact("ws_a", "msg_1")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the delivery", func() bool { return len(ep.got()) == 1 })
+	key, _ := SecretKey(e.Secret)
+	if h := ep.got()[0]; Verify(key, h.id, h.ts, h.sig, h.body, time.Now()) != nil {
+		t.Error("the delivery is not signed with the endpoint's secret")
 	}
 }
 
