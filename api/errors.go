@@ -130,7 +130,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 	}
 	// Bearer routes say how to authenticate; vendor webhooks are signed, not bearer.
-	if p.Code == msgapi.CodeUnauthorized && !strings.HasPrefix(c.Request().URL.Path, "/api/webhooks/") {
+	if p.Code == msgapi.CodeUnauthorized && !strings.HasPrefix(c.Request().URL.Path, "/api/webhooks/") && !strings.HasPrefix(c.Request().URL.Path, "/api/receipts/") {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="msgapi"`)
 	}
 	writeJSON(c, p.Status, "application/problem+json", p)

@@ -39,6 +39,10 @@ type SendOptions struct {
 	// shutdown timeout has passed): outcome writes stop retrying then.
 	// Default: never.
 	Lifetime context.Context
+	// OnDuplicate, optional, records a blocked duplicate's event
+	// (notify.Outbox.RecordDuplicate): blockedID is the id this request had
+	// allocated. A failure is logged; the answer stands.
+	OnDuplicate func(ctx context.Context, workspaceID, blockedID, lockID string, sibling messages.Message) error
 }
 
 // SendMetrics is what the send path reports (nil-safe through noMetrics).
@@ -165,6 +169,7 @@ func (s *Server) sendMessage(c echo.Context) error {
 		}
 		idempotency.MarkSendStage(ctx)
 		s.metricDuplicate(d.Mode)
+		s.recordDuplicate(c, msgID, d)
 		return s.writeDuplicate(c, d)
 	case guard.Pending:
 		// Not stored under an Idempotency-Key: a retry with the key must
@@ -306,6 +311,17 @@ const (
 	outcomeBackoffFirst = 100 * time.Millisecond
 	outcomeBackoffMax   = 5 * time.Second
 )
+
+// recordDuplicate records the message.duplicate_blocked event (one insert).
+func (s *Server) recordDuplicate(c echo.Context, blockedID string, d guard.Decision) {
+	if s.opts.Send.OnDuplicate == nil {
+		return
+	}
+	m, _ := d.Sibling.Doc.(messages.Message)
+	if err := s.opts.Send.OnDuplicate(c.Request().Context(), WorkspaceID(c), blockedID, d.LockID, m); err != nil {
+		logger(c).Warn().Err(err).Str("lockId", d.LockID).Msg("could not record the duplicate_blocked event")
+	}
+}
 
 func (s *Server) metricDuplicate(mode string) {
 	if s.opts.Send.Metrics != nil {

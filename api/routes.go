@@ -30,6 +30,14 @@ func (s *Server) routes(e *echo.Echo) {
 	api.GET("/leads/:id", s.getLead)
 	api.GET("/conversations/:id", s.getConversation)
 	api.DELETE("/dedup-locks/:lockId", s.deleteDedupLock)
+	if s.opts.Outbox != nil { // event webhooks (events.go)
+		api.POST("/webhook-endpoints", s.createEndpoint, readBody)
+		api.GET("/webhook-endpoints", s.listEndpoints)
+		api.DELETE("/webhook-endpoints/:id", s.deleteEndpoint)
+		api.GET("/events", s.listEvents)
+		api.GET("/events/:id", s.getEvent)
+		api.POST("/events/:id/redeliver", s.redeliverEvent)
+	}
 
 	admin := e.Group("/admin", s.adminOnly)
 	admin.POST("/workspaces", s.createWorkspace, readBody)

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
+	"github.com/msgapi/msgapi/notify"
 	"github.com/msgapi/msgapi/ratelimit"
 	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/workspace"
@@ -31,6 +32,8 @@ type Options struct {
 	Send SendOptions
 	// Idempotency wraps POST /api/messages; nil disables the header.
 	Idempotency echo.MiddlewareFunc
+	// Outbox enables the event webhook routes; nil leaves them out.
+	Outbox *notify.Outbox
 	// Extra lets other capabilities add their routes (webhooks, metrics).
 	Extra func(e *echo.Echo)
 	// Middleware runs first on every request (e.g. metrics).

@@ -61,3 +61,13 @@ const (
 	ModeLockResolved       = "lock_resolved"
 	ModeLockResolvedPolled = "lock_resolved_polled"
 )
+
+// Event webhooks (package notify) and delivery receipts (package receipts).
+const (
+	WebhookAttempt          = "webhook.attempt"
+	WebhookEndpointDisabled = "webhook.endpoint_disabled"
+	WebhookStoreError       = "webhook.store_error"
+	ReceiptRecorded         = "receipt.recorded"
+	ReceiptDuplicate        = "receipt.duplicate"
+	ReceiptSignatureInvalid = "receipt.signature_invalid"
+)

@@ -103,6 +103,12 @@ type Options struct {
 	TrustedProxies []netip.Prefix
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
+	// OnMessage, optional, records the message.received event
+	// (notify.Outbox.RecordMessage). It runs after the message insert and
+	// before the completion record, for a new and a redelivered event
+	// alike, so a crash between the two is repaired by the vendor's retry;
+	// it must be idempotent.
+	OnMessage func(ctx context.Context, m messages.Message) error
 }
 
 // Handler serves POST /api/webhooks/{workspaceId}/{channel}.
@@ -114,6 +120,7 @@ type Handler struct {
 	publicBase   string
 	proxies      []netip.Prefix
 	now          func() time.Time
+	onMessage    func(ctx context.Context, m messages.Message) error
 
 	// afterMessage, when set (tests), runs after the inbound message is
 	// written and before completion is recorded: a failure there is a crash.
@@ -135,6 +142,7 @@ func New(opts Options) *Handler {
 		publicBase: strings.TrimRight(opts.PublicBaseURL, "/"),
 		proxies:    opts.TrustedProxies,
 		now:        now,
+		onMessage:  opts.OnMessage,
 	}
 }
 
@@ -284,16 +292,22 @@ func readBody(c echo.Context) ([]byte, error) {
 // requestURL is the URL the vendor called: PublicBaseURL when set, else the
 // scheme and host the client saw (X-Forwarded-Proto / X-Forwarded-Host from
 // a trusted proxy, else the connection's), plus the request URI as sent.
-func (h *Handler) requestURL(r *http.Request) string {
+func (h *Handler) requestURL(r *http.Request) string { return RequestURL(r, h.publicBase, h.proxies) }
+
+// RequestURL is the URL a vendor called: publicBase ("https://api.example.com")
+// when set, else the scheme and host the client saw — X-Forwarded-Proto and
+// X-Forwarded-Host only from a peer in proxies — plus the request URI
+// exactly as sent.
+func RequestURL(r *http.Request, publicBase string, proxies []netip.Prefix) string {
 	uri := r.RequestURI
 	if uri == "" {
 		uri = r.URL.RequestURI()
 	}
-	if h.publicBase != "" {
-		return h.publicBase + uri
+	if publicBase != "" {
+		return strings.TrimRight(publicBase, "/") + uri
 	}
 	var scheme, host string
-	if h.trustedPeer(r) {
+	if trustedPeer(r, proxies) {
 		scheme = firstValue(r.Header.Get("X-Forwarded-Proto"))
 		host = firstValue(r.Header.Get("X-Forwarded-Host"))
 	}
@@ -310,8 +324,8 @@ func (h *Handler) requestURL(r *http.Request) string {
 }
 
 // trustedPeer reports whether the connection comes from a trusted proxy.
-func (h *Handler) trustedPeer(r *http.Request) bool {
-	if len(h.proxies) == 0 {
+func trustedPeer(r *http.Request, proxies []netip.Prefix) bool {
+	if len(proxies) == 0 {
 		return false
 	}
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
@@ -319,7 +333,7 @@ func (h *Handler) trustedPeer(r *http.Request) bool {
 		return false
 	}
 	ip := ap.Addr().Unmap()
-	for _, p := range h.proxies {
+	for _, p := range proxies {
 		if p.Contains(ip) {
 			return true
 		}

@@ -164,8 +164,10 @@ func (h *Handler) record(ctx context.Context, wsID string, ev event) (result, er
 			log.Info().Str("event", events.InboundContentDuplicate).Str("sha256", d.SHA256).
 				Str("earlierMessageId", d.MessageID).Msg("attachment already processed in this workspace; not processed again")
 		}
-	case store.IsDuplicateKey(err):
-		// A concurrent or interrupted delivery of this event wrote it.
+	case store.IsDuplicateKey(err), errors.Is(err, messages.ErrFenced):
+		// A concurrent or interrupted delivery of this event wrote it
+		// (Insert reports any existing _id as ErrFenced; an inbound
+		// message id is never fenced, so here it is the earlier delivery).
 	default:
 		return result{}, err
 	}
@@ -178,6 +180,12 @@ func (h *Handler) record(ctx context.Context, wsID string, ev event) (result, er
 	}
 	if err != nil {
 		return result{}, err
+	}
+
+	if h.onMessage != nil {
+		if err := h.onMessage(ctx, m); err != nil {
+			return result{}, err
+		}
 	}
 
 	if h.afterMessage != nil {

@@ -132,6 +132,12 @@ func verifyTwilio(secret string, hd http.Header, rawURL string, body []byte) str
 	return ""
 }
 
+// TwilioValid reports whether a form POST to fullURL carries a valid
+// X-Twilio-Signature for authToken (delivery receipts use it too).
+func TwilioValid(authToken string, hd http.Header, fullURL string, body []byte) bool {
+	return authToken != "" && verifyTwilio(authToken, hd, fullURL, body) == ""
+}
+
 // TwilioSignature is the raw MAC Twilio sends (base64-encoded) for a form
 // POST to fullURL. Repeated parameters contribute each distinct value in
 // sorted order, as Twilio's validators do.

@@ -17,8 +17,6 @@ import (
 	"github.com/msgapi/msgapi/store/storetest"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
-
 // feedEnv is one workspace on a fresh database.
 type feedEnv struct {
 	t  testing.TB

@@ -78,3 +78,24 @@ func Reached(status string) bool {
 	}
 	return true
 }
+
+// outbound lists the states an outbound message can be in, for From.
+var outbound = []string{StatusSending, StatusUnknown, StatusSent, StatusFailed, StatusDelivered, StatusUndelivered, StatusRead}
+
+// From lists the states a message may move to state to from (CanMove), for
+// a write that must not move a message backwards: the filter of the status
+// update is "status in From(to)".
+func From(to string) []string {
+	var out []string
+	for _, s := range outbound {
+		if CanMove(s, to) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Rank orders outbound states for receipts that arrive out of order: the
+// highest-ranked state recorded for a message is its status. Unknown
+// states rank 0.
+func Rank(status string) int { return rank[status] }

@@ -70,8 +70,12 @@ type Message struct {
 	Provider          string         `bson:"provider,omitempty"`
 	ProviderMessageID string         `bson:"providerMessageId,omitempty"`
 	Error             string         `bson:"error,omitempty"`
-	DedupLockID       string         `bson:"dedupLockId,omitempty"`
-	CRM               CRMRefs        `bson:"crm"`
+	// ErrorCode and StatusAt come from a delivery receipt: the vendor's
+	// error code and the vendor's time of the status.
+	ErrorCode   string     `bson:"errorCode,omitempty"`
+	StatusAt    *time.Time `bson:"statusAt,omitempty"`
+	DedupLockID string     `bson:"dedupLockId,omitempty"`
+	CRM         CRMRefs    `bson:"crm"`
 	// LeadCreated: the request that wrote this message created its lead
 	// (it answered 201). An Idempotency-Key retry that finds the message
 	// answers from it with the same status code.
@@ -109,13 +113,15 @@ func (m Message) MarshalJSON() ([]byte, error) {
 		Provider          *string        `json:"provider"`
 		ProviderMessageID *string        `json:"providerMessageId"`
 		Error             *string        `json:"error"`
+		ErrorCode         *string        `json:"errorCode"`
+		StatusAt          *time.Time     `json:"statusAt"`
 		DedupLockID       *string        `json:"dedupLockId"`
 		CreatedAt         time.Time      `json:"createdAt"`
 		UpdatedAt         time.Time      `json:"updatedAt"`
 	}{
 		m.ID, m.WorkspaceID, m.LeadID, m.ConversationID, m.Channel, m.Direction,
 		null(m.RecipientPhone), null(m.RecipientEmail), m.Body, null(m.Subject), atts, m.Metadata,
-		m.Status, null(m.Provider), null(m.ProviderMessageID), null(m.Error), null(m.DedupLockID),
+		m.Status, null(m.Provider), null(m.ProviderMessageID), null(m.Error), null(m.ErrorCode), m.StatusAt, null(m.DedupLockID),
 		m.CreatedAt, m.UpdatedAt,
 	})
 }
@@ -133,7 +139,16 @@ type Store struct {
 	idx                *mongo.Collection // the feeds that list messages (index.go)
 	heads              *heads
 	now                func() time.Time
+	// onOutcome records the event of a status (package notify), before the
+	// status itself is written; nil records none.
+	onOutcome func(ctx context.Context, m Message) error
 }
+
+// OnOutcome sets the recorder RecordOutcome calls first, with the message
+// as it will be after the outcome, so that the event of every status change
+// is durable before the change (set once, at wiring, before traffic). Its
+// writes must be idempotent: RecordOutcome may run more than once.
+func (s *Store) OnOutcome(f func(ctx context.Context, m Message) error) { s.onOutcome = f }
 
 // NewStore returns a Store on s.
 func NewStore(s *store.Store) *Store {
@@ -323,15 +338,58 @@ func (s *Store) FenceAsDuplicate(ctx context.Context, id, duplicateOf string) er
 	return nil
 }
 
-// RecordOutcome stores the provider's answer on the message.
+// RecordOutcome moves a message to m.Status: the one place an outbound
+// status is written (the send path, the outcome sweeper and delivery
+// receipts). It is idempotent and safe to repeat until it lands:
+//
+//  1. the outcome's event is recorded first (OnOutcome; its _id is derived
+//     from the message and the status, so a repeat is a no-op), so a crash
+//     after the status write can never lose the event;
+//  2. the status is written only over a state that may move to it
+//     (messages.From), so a late or repeated outcome never moves a message
+//     backwards. The filter is atomic on MongoDB; on the embedded engine
+//     receipts re-check after writing (package receipts).
+//
+// m needs ID and Status. With WorkspaceID set, m is the caller's whole
+// message and its stored status is one that may move to m.Status (the send
+// path: sending; receipts check CanMove themselves). Without it (a sweeper
+// that knows only the id), the message is read first, and an outcome it
+// cannot move to records nothing, not even an event (one extra read).
 func (s *Store) RecordOutcome(ctx context.Context, m *Message) error {
-	m.UpdatedAt = s.now()
-	set := bson.D{
-		{Key: "status", Value: m.Status}, {Key: "provider", Value: m.Provider},
-		{Key: "providerMessageId", Value: m.ProviderMessageID}, {Key: "error", Value: m.Error},
-		{Key: "updatedAt", Value: m.UpdatedAt},
+	if m.WorkspaceID == "" && s.onOutcome != nil {
+		cur, found, err := s.Get(ctx, m.ID)
+		if err != nil {
+			return fmt.Errorf("record outcome of %s: %w", m.ID, err)
+		}
+		if !found {
+			return fmt.Errorf("record outcome of %s: no such message", m.ID)
+		}
+		if !CanMove(cur.Status, m.Status) {
+			return nil // already there, or past it
+		}
+		cur.Status, cur.Error, cur.ErrorCode, cur.StatusAt = m.Status, m.Error, m.ErrorCode, m.StatusAt
+		if m.ProviderMessageID != "" {
+			cur.ProviderMessageID = m.ProviderMessageID
+		}
+		*m = cur
 	}
-	if _, err := s.msgs.UpdateOne(ctx, byID(m.ID), bson.D{{Key: "$set", Value: set}}); err != nil {
+	m.UpdatedAt = s.now()
+	if s.onOutcome != nil {
+		if err := s.onOutcome(ctx, *m); err != nil {
+			return fmt.Errorf("record outcome event of %s: %w", m.ID, err)
+		}
+	}
+	set := bson.D{{Key: "status", Value: m.Status}, {Key: "updatedAt", Value: m.UpdatedAt}}
+	for _, f := range []struct{ k, v string }{{"provider", m.Provider}, {"providerMessageId", m.ProviderMessageID}, {"error", m.Error}, {"errorCode", m.ErrorCode}} {
+		if f.v != "" {
+			set = append(set, bson.E{Key: f.k, Value: f.v})
+		}
+	}
+	if m.StatusAt != nil {
+		set = append(set, bson.E{Key: "statusAt", Value: *m.StatusAt})
+	}
+	filter := bson.D{{Key: "_id", Value: m.ID}, {Key: "status", Value: bson.D{{Key: "$in", Value: From(m.Status)}}}}
+	if _, err := s.msgs.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}); err != nil {
 		return fmt.Errorf("record outcome of %s: %w", m.ID, err)
 	}
 	return nil

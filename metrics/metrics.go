@@ -48,6 +48,9 @@ type Metrics struct {
 	lost        prometheus.Counter
 	eventNames  *labelSet
 	rateLimited *prometheus.CounterVec
+	webhooks    *prometheus.CounterVec
+	webhookDur  prometheus.Histogram
+	backlog     *prometheus.GaugeVec
 
 	// pendingByWorkspace: duplicate_pending events per workspace (the
 	// operator's "pending flood" alert), its labels bounded by workspaces.
@@ -129,6 +132,19 @@ func New(opts ...Option) *Metrics {
 			Help: "Duplicates answered \"still in flight\" (message.api.duplicate_pending) by workspace; past 1000 workspaces the rest share workspace_id=\"other\".",
 		}, []string{"workspace_id"}),
 		workspaces: &labelSet{max: maxWorkspaceLabels, seen: map[string]bool{}},
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "msgapi_webhook_attempts_total",
+			Help: "Event webhook delivery attempts, by outcome (succeeded, failed).",
+		}, []string{"outcome"}),
+		webhookDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "msgapi_webhook_attempt_duration_seconds",
+			Help:    "Event webhook delivery attempt latency (the endpoint's answer, or the timeout).",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "msgapi_webhook_backlog",
+			Help: "Event webhook backlog at the dispatcher's last pass: kind=events (recorded, not yet scheduled), kind=deliveries (scheduled, not yet finished: due now or waiting for a retry).",
+		}, []string{"kind"}),
 		loki: &lokiCollector{
 			dropped: prometheus.NewDesc("msgapi_loki_lines_dropped_total",
 				"Log lines that never reached Loki, by reason: queue_full (Loki slow or down; the oldest queued lines make room), push_failed (the client gave up after retries), shutdown (the final flush ran out of time).",
@@ -143,6 +159,7 @@ func New(opts ...Option) *Metrics {
 	}
 	m.reg.MustRegister(
 		m.requests, m.latency, m.sends, m.duplicates, m.idempotency, m.events, m.store, m.loki, m.lost, m.rateLimited, m.pendingByWorkspace,
+		m.webhooks, m.webhookDur, m.backlog,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -211,6 +228,18 @@ func (m *Metrics) Idempotency(outcome string) { m.idempotency.WithLabelValues(ou
 
 // RateLimited counts one 429 (api.Options.OnRateLimited).
 func (m *Metrics) RateLimited(route string) { m.rateLimited.WithLabelValues(route).Inc() }
+
+// WebhookAttempt counts one event webhook attempt (notify.Metrics).
+func (m *Metrics) WebhookAttempt(outcome string, d time.Duration) {
+	m.webhooks.WithLabelValues(outcome).Inc()
+	m.webhookDur.Observe(d.Seconds())
+}
+
+// WebhookBacklog sets the event webhook backlog (notify.Metrics).
+func (m *Metrics) WebhookBacklog(pendingEvents, activeDeliveries int64) {
+	m.backlog.WithLabelValues("events").Set(float64(pendingEvents))
+	m.backlog.WithLabelValues("deliveries").Set(float64(activeDeliveries))
+}
 
 // StoreCommand observes one store round trip; pass it to
 // store.Counter.Observe.

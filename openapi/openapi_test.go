@@ -55,6 +55,9 @@ var wantOperations = []string{
 	"GET /admin/workspaces/{id}", "PATCH /admin/workspaces/{id}", "POST /admin/workspaces/{id}/disable",
 	"POST /admin/workspaces/{id}/enable", "GET /admin/workspaces/{id}/keys", "DELETE /admin/workspaces/{id}/keys/{keyId}",
 	"POST /api/webhooks/{workspaceId}/{channel}",
+	"POST /api/webhook-endpoints", "GET /api/webhook-endpoints", "DELETE /api/webhook-endpoints/{id}",
+	"GET /api/events", "GET /api/events/{id}", "POST /api/events/{id}/redeliver",
+	"POST /api/receipts/twilio", "POST /api/receipts/webhook",
 	"GET /healthz", "GET /readyz", "GET /metrics", "GET /openapi.yaml", "GET /docs", "GET /docs/assets/{file}",
 }
 

@@ -20,6 +20,10 @@ type TwilioOptions struct {
 	BaseURL               string        // default "https://api.twilio.com"; tests point it elsewhere
 	Timeout               time.Duration // bound on one call; 0 means 10 s
 	Client                *http.Client  // optional; the default one does not follow redirects
+	// StatusCallback, when set, is the URL Twilio reports delivery
+	// receipts to (msgapi's /api/receipts/twilio); each message's own
+	// callback carries ?messageId=<msgapi message id>.
+	StatusCallback string
 }
 
 // Twilio sends SMS through Twilio's Messages REST API. Attachments become
@@ -28,6 +32,7 @@ type Twilio struct {
 	endpoint         string
 	sid, token       string
 	from, serviceSID string
+	statusCallback   string
 	timeout          time.Duration
 	client           *http.Client
 }
@@ -59,7 +64,7 @@ func NewTwilio(o TwilioOptions) (*Twilio, error) {
 	return &Twilio{
 		endpoint: strings.TrimRight(o.BaseURL, "/") + "/2010-04-01/Accounts/" + url.PathEscape(o.AccountSID) + "/Messages.json",
 		sid:      o.AccountSID, token: o.AuthToken,
-		from: o.From, serviceSID: o.MessagingServiceSID,
+		from: o.From, serviceSID: o.MessagingServiceSID, statusCallback: o.StatusCallback,
 		timeout: timeout, client: client,
 	}, nil
 }
@@ -85,6 +90,9 @@ func (t *Twilio) Send(ctx context.Context, m Message) Result {
 	}
 	for _, a := range m.Attachments {
 		form.Add("MediaUrl", a.URL)
+	}
+	if t.statusCallback != "" {
+		form.Set("StatusCallback", StatusCallbackURL(t.statusCallback, m.ID))
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
@@ -125,4 +133,14 @@ func twilioError(reply []byte) string {
 		return snippet(reply)
 	}
 	return fmt.Sprintf("code %d: %s", e.Code, snippet([]byte(e.Message)))
+}
+
+// StatusCallbackURL is the callback URL of one message: base with the
+// message id in its query (Twilio signs the whole URL, query included).
+func StatusCallbackURL(base, messageID string) string {
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	return base + sep + "messageId=" + url.QueryEscape(messageID)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -24,7 +25,9 @@ import (
 	"github.com/msgapi/msgapi/idempotency"
 	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/messages"
+	"github.com/msgapi/msgapi/notify"
 	"github.com/msgapi/msgapi/openapi"
+	"github.com/msgapi/msgapi/receipts"
 	"github.com/msgapi/msgapi/stdwebhook"
 )
 
@@ -44,6 +47,7 @@ func TestContract(t *testing.T) {
 	envA := embeddedEnv(t, t.TempDir())
 	envA["MSGAPI_DEDUP_WAIT"] = "100ms"
 	envA["MSGAPI_LOG_LEVEL"] = "warn"
+	envA["MSGAPI_TWILIO_AUTH_TOKEN"], envA["MSGAPI_WEBHOOK_SECRET"] = twilioToken, relaySecret
 	a := start(t, envA)
 	engine := engineURI(envA)
 	onEngine := func(extra map[string]string) map[string]string {
@@ -54,6 +58,7 @@ func TestContract(t *testing.T) {
 	b := start(t, onEngine(map[string]string{
 		"MSGAPI_ADMIN_TOKEN": admin, "MSGAPI_LOG_SENDER_DELAY": "2s",
 		"MSGAPI_STORE_TIMEOUT": "2s", "MSGAPI_KEY_CACHE_TTL": "10m",
+		"MSGAPI_TWILIO_AUTH_TOKEN": twilioToken, "MSGAPI_WEBHOOK_SECRET": relaySecret,
 	}))
 	off := start(t, onEngine(nil))
 	db := connectStore(t, engine)
@@ -403,6 +408,89 @@ func TestContract(t *testing.T) {
 		wantStatus(t, get("/api/leads?phone="+url.QueryEscape(phone6), key), 500)
 	})
 
+	t.Run("event webhooks", func(t *testing.T) {
+		hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+		defer hooks.Close()
+		eps := "/api/webhook-endpoints"
+		created := wantStatus(t, c.do(t, a, call{method: "POST", path: eps, token: key, body: `{"url":"` + hooks.URL + `","eventTypes":["message.sent"],"description":"contract"}`}), 201).json(t)
+		epID, _ := created["endpoint"].(map[string]any)["id"].(string)
+		bad := wantStatus(t, c.do(t, a, call{method: "POST", path: eps, token: key, body: `{"url":"http://hooks.example.com/x","eventTypes":["message.nope"]}`}), 400).json(t)
+		if errs, _ := bad["errors"].([]any); len(errs) != 2 {
+			t.Errorf("errors %v, want url and eventTypes[0]", bad["errors"])
+		}
+		wantStatus(t, c.do(t, a, call{method: "POST", path: eps, body: `{"url":"https://x.example"}`}), 401)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: eps, token: key, body: tooLarge(), chunked: true}), 413)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: eps, token: key, body: "url=x", contentType: "application/x-www-form-urlencoded"}), 415)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: eps, token: key}), 200)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: eps}), 401)
+
+		// msg1's message.sent event is listed once the dispatcher has moved it.
+		var evID string
+		for deadline := time.Now().Add(10 * time.Second); evID == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			r, err := c.send(t, a, call{method: "GET", path: "/api/events?type=message.sent&limit=100", token: key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, _ := r.json(t)["events"].([]any)
+			for _, e := range evs {
+				if e.(map[string]any)["data"].(map[string]any)["message"].(map[string]any)["id"] == msg1 {
+					evID = e.(map[string]any)["id"].(string)
+				}
+			}
+		}
+		if evID == "" {
+			t.Fatal("no message.sent event for the first send")
+		}
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/api/events?since=" + url.QueryEscape(time.Now().Add(-time.Hour).Format(time.RFC3339)), token: key}), 200)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/api/events?limit=0&type=nope", token: key}), 400)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/api/events"}), 401)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/api/events/" + evID, token: key}), 200)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/api/events/evt_nope", token: key}), 404)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/api/events/" + evID}), 401)
+		re := wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/events/" + evID + "/redeliver", token: key}), 202).json(t)
+		if ids, _ := re["endpointIds"].([]any); len(ids) != 1 || ids[0] != epID {
+			t.Errorf("redeliver endpointIds %v, want [%s]", re["endpointIds"], epID)
+		}
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/events/evt_nope/redeliver", token: key}), 404)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/events/" + evID + "/redeliver"}), 401)
+		wantStatus(t, c.do(t, a, call{method: "DELETE", path: eps + "/" + epID, token: key}), 200)
+		wantStatus(t, c.do(t, a, call{method: "DELETE", path: eps + "/" + epID, token: key}), 404)
+		wantStatus(t, c.do(t, a, call{method: "DELETE", path: eps + "/" + epID}), 401)
+	})
+
+	twilioReceipt := func(p *proc, messageID, status, token string) call {
+		path := receipts.TwilioPath + "?messageId=" + url.QueryEscape(messageID)
+		form := url.Values{"MessageSid": {"SMcontract"}, "MessageStatus": {status}}
+		if status == "" {
+			form.Del("MessageStatus")
+		}
+		sig := base64.StdEncoding.EncodeToString(inbound.TwilioSignature(token, p.url+path, form))
+		return call{method: "POST", path: path, body: form.Encode(), contentType: "application/x-www-form-urlencoded", header: map[string]string{"X-Twilio-Signature": sig}}
+	}
+	relayReceipt := func(body, secret string) call {
+		id, now := msgapi.NewID("rcpt"), time.Now()
+		return call{method: "POST", path: receipts.RelayPath, body: body, header: map[string]string{
+			"webhook-id": id, "webhook-timestamp": strconv.FormatInt(now.Unix(), 10), "webhook-signature": notify.Sign([]byte(secret), id, now, []byte(body)),
+		}}
+	}
+	t.Run("receipts", func(t *testing.T) {
+		wantStatus(t, c.do(t, a, twilioReceipt(a, msg1, "delivered", twilioToken)), 200)
+		wantStatus(t, c.do(t, a, twilioReceipt(a, msg1, "delivered", "wrong-token")), 401)
+		wantStatus(t, c.do(t, a, twilioReceipt(a, msg1, "", twilioToken)), 400)
+		wantStatus(t, c.do(t, a, twilioReceipt(a, "msg_nope", "delivered", twilioToken)), 404)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: receipts.TwilioPath + "?messageId=" + msg1, body: tooLarge(), chunked: true, contentType: "application/x-www-form-urlencoded"}), 413)
+
+		wantStatus(t, c.do(t, a, relayReceipt(`{"messageId":"`+msg1+`","status":"read"}`, relaySecret)), 200)
+		wantStatus(t, c.do(t, a, relayReceipt(`{"messageId":"`+msg1+`","status":"read"}`, "wrong")), 401)
+		wantStatus(t, c.do(t, a, relayReceipt(`{"messageId":"`+msg1+`","status":"lost"}`, relaySecret)), 400)
+		wantStatus(t, c.do(t, a, relayReceipt(`{"messageId":"msg_nope","status":"read"}`, relaySecret)), 404)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: receipts.RelayPath, body: tooLarge(), chunked: true}), 413)
+		m := wantStatus(t, c.do(t, a, call{method: "GET", path: "/api/messages/" + msg1, token: key}), 200).json(t)["message"].(map[string]any)
+		if m["status"] != "read" {
+			t.Errorf("after delivered and read receipts: status %v, want read", m["status"])
+		}
+	})
+
 	t.Run("store down", func(t *testing.T) {
 		// b caches the API key, so it gets past authentication to the
 		// store; then a stops, and the engine with it.
@@ -432,6 +520,14 @@ func TestContract(t *testing.T) {
 			{method: "GET", path: "/admin/workspaces/" + ws + "/keys", token: admin},
 			{method: "DELETE", path: "/admin/workspaces/" + ws + "/keys/key_aaaaaaaaaaaaaaaaaaaaaaaaaa", token: admin},
 			{method: "POST", path: hook, body: `{"update_id":1002}`, header: tg},
+			{method: "POST", path: "/api/webhook-endpoints", token: key, body: `{"url":"https://hooks.example.com/x"}`},
+			{method: "GET", path: "/api/webhook-endpoints", token: key},
+			{method: "DELETE", path: "/api/webhook-endpoints/we_nope", token: key},
+			{method: "GET", path: "/api/events", token: key},
+			{method: "GET", path: "/api/events/evt_nope", token: key},
+			{method: "POST", path: "/api/events/evt_nope/redeliver", token: key},
+			twilioReceipt(b, msg1, "delivered", twilioToken),
+			relayReceipt(`{"messageId":"`+msg1+`","status":"delivered"}`, relaySecret),
 		}
 		var wg sync.WaitGroup
 		for _, cl := range calls {
@@ -449,6 +545,12 @@ func TestContract(t *testing.T) {
 
 	c.verify(t)
 }
+
+// Provider secrets of the contract's processes (delivery receipts).
+const (
+	twilioToken = "contract-twilio-auth-token"
+	relaySecret = "contract-relay-secret"
+)
 
 // wantStatus fails t unless r has the status; it returns r.
 func wantStatus(t *testing.T, r reply, status int) reply {

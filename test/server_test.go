@@ -80,10 +80,15 @@ func (p *proc) Logs() string {
 // waits until /readyz answers 200.
 func start(t *testing.T, env map[string]string) *proc {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := env["MSGAPI_ADDR"] // a restart on the same address keeps MSGAPI_PUBLIC_URL right
+	if addr == "" {
+		addr = freeAddr(t)
+	}
 	full := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "MSGAPI_ADDR=" + addr}
 	for k, v := range env {
-		full = append(full, k+"="+v)
+		if k != "MSGAPI_ADDR" {
+			full = append(full, k+"="+v)
+		}
 	}
 	p := &proc{t: t, url: "http://" + addr, done: make(chan error, 1)}
 	p.cmd = exec.Command(binary(t), "serve")

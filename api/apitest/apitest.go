@@ -22,6 +22,7 @@ import (
 	"github.com/msgapi/msgapi/guard"
 	"github.com/msgapi/msgapi/idempotency"
 	"github.com/msgapi/msgapi/messages"
+	"github.com/msgapi/msgapi/notify"
 	"github.com/msgapi/msgapi/ratelimit"
 	"github.com/msgapi/msgapi/sender"
 	"github.com/msgapi/msgapi/store"
@@ -75,6 +76,8 @@ type Env struct {
 	// Workspaces is the server's workspace store (Wait for its background
 	// writes before counting round trips).
 	Workspaces *workspace.Store
+	// Outbox is the event outbox when Options.Events is set.
+	Outbox *notify.Outbox
 }
 
 // Options tune an Env; zero values take the production defaults.
@@ -96,6 +99,10 @@ type Options struct {
 	OnRateLimited func(route string)
 	// Limiter replaces the in-process limiter (e.g. one with a frozen clock).
 	Limiter api.RateLimiter
+	// Events wires the event outbox (package notify) as production does:
+	// outcome and duplicate events recorded on the send path, the events
+	// routes mounted. Its dispatcher is not run (Env.Outbox.Run does).
+	Events bool
 }
 
 // SyncBuffer collects log lines from concurrent requests.
@@ -119,7 +126,7 @@ func (s *SyncBuffer) String() string {
 // AllCollections is every collection the server uses.
 var AllCollections = func() []store.Collection {
 	var c []store.Collection
-	for _, cs := range [][]store.Collection{workspace.Collections, messages.Collections, guard.Collections, idempotency.Collections} {
+	for _, cs := range [][]store.Collection{workspace.Collections, messages.Collections, guard.Collections, idempotency.Collections, notify.Collections} {
 		c = append(c, cs...)
 	}
 	return c
@@ -152,16 +159,23 @@ func New(t testing.TB, o Options) *Env {
 	g := guard.New(guard.Options{Store: st, Window: o.Window, Wait: o.DedupWait, Lease: o.DedupLease, Now: o.Now, Sibling: api.SiblingReader(ms), Fence: ms.Fence})
 	idem := idempotency.New(idempotency.Options{Store: st, Lease: o.IdemLease, Now: o.Now, WorkspaceID: api.WorkspaceID, Body: api.Body, Commits: api.Commits{Messages: ms}})
 	wss := workspace.NewStore(st, time.Minute)
-	srv := api.New(api.Options{
+	opts := api.Options{
 		Log: log, Store: st, Workspaces: wss, AdminToken: AdminToken,
 		Idempotency: idem.Middleware,
 		Limiter:     cmp.Or[api.RateLimiter](o.Limiter, ratelimit.New(ratelimit.Options{})), RateLimit: o.RateLimit, OnRateLimited: o.OnRateLimited,
 		Send: api.SendOptions{Messages: ms, Guard: g, DefaultRegion: "US",
 			Senders: map[string]api.Sender{"sms": snd, "imessage": snd, "email": snd}},
-	})
+	}
+	var ob *notify.Outbox
+	if o.Events {
+		ob = notify.New(notify.Options{Store: st, Log: log})
+		ms.OnOutcome(ob.RecordMessage)
+		opts.Send.OnDuplicate, opts.Outbox = ob.RecordDuplicate, ob
+	}
+	srv := api.New(opts)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	e := &Env{t: t, Store: st, URL: hs.URL, Sender: snd, Logs: logs, Guard: g, Workspaces: wss}
+	e := &Env{t: t, Store: st, URL: hs.URL, Sender: snd, Logs: logs, Guard: g, Workspaces: wss, Outbox: ob}
 	if o.Store == nil {
 		var out struct{ WorkspaceID, APIKey string }
 		e.Do(http.MethodPost, "/admin/workspaces", AdminToken, `{"name":"Acme"}`, nil).Decode(&out)

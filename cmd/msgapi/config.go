@@ -72,6 +72,13 @@ var settings = []setting{
 	{"MSGAPI_TRUSTED_PROXIES", "trusted-proxies", "", "inbound webhooks: comma-separated CIDRs or IPs of the proxies whose X-Forwarded-Proto/Host are believed (MSGAPI_PUBLIC_URL, when set, wins); empty: nobody's", false},
 	{"MSGAPI_SECRET_KEY", "secret-key", "", "base64 of 32 random bytes (openssl rand -base64 32): encrypts workspace webhook secrets at rest (AES-256-GCM); empty: stored in clear", true},
 	{"MSGAPI_SECRET_KEY_PREVIOUS", "secret-key-previous", "", "comma-separated older keys that still decrypt during a key rotation (msgapi secrets rotate)", true},
+	{"MSGAPI_EVENTS_RETRY_SCHEDULE", "events-retry-schedule", "0s,5s,5m,30m,2h,5h,10h,10h", "event webhooks: delay before each delivery attempt (±20% jitter); its length is the number of attempts", false},
+	{"MSGAPI_EVENTS_TIMEOUT", "events-timeout", "10s", "event webhooks: timeout of one delivery attempt", false},
+	{"MSGAPI_EVENTS_WORKERS", "events-workers", "8", "event webhooks: delivery attempts running at once", false},
+	{"MSGAPI_EVENTS_POLL_INTERVAL", "events-poll-interval", "1s", "event webhooks: how often the store is read for due deliveries (and for events other processes recorded)", false},
+	{"MSGAPI_EVENTS_SLOW_RETRY", "events-slow-retry", "60s", "event webhooks: least delay after a timeout or a 429", false},
+	{"MSGAPI_EVENTS_DISABLE_AFTER", "events-disable-after", "120h", "event webhooks: an endpoint with no success for this long, whose retries ran out, is disabled", false},
+	{"MSGAPI_EVENTS_ALLOW_HTTP", "events-allow-http", "false", "event webhooks: allow http:// endpoint URLs on any host (development only; http to loopback is always allowed)", false},
 }
 
 // values holds the resolved settings by environment name.
@@ -166,4 +173,26 @@ func (v values) bytes(k string, errs *[]string) int {
 		return 0
 	}
 	return n * mul
+}
+
+// durs parses a comma-separated list of durations.
+func (v values) durs(k string, errs *[]string) []time.Duration {
+	var out []time.Duration
+	for _, p := range strings.Split(v.str(k), ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(p))
+		if err != nil || d < 0 {
+			*errs = append(*errs, fmt.Sprintf("%s=%q is not a comma-separated list of durations (e.g. 0s,5s,5m)", k, v[k]))
+			return nil
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func (v values) bool(k string, errs *[]string) bool {
+	b, err := strconv.ParseBool(v.str(k))
+	if err != nil {
+		*errs = append(*errs, fmt.Sprintf("%s=%q is not true or false", k, v[k]))
+	}
+	return b
 }

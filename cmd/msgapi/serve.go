@@ -23,8 +23,10 @@ import (
 	"github.com/msgapi/msgapi/logcap"
 	"github.com/msgapi/msgapi/messages"
 	"github.com/msgapi/msgapi/metrics"
+	"github.com/msgapi/msgapi/notify"
 	"github.com/msgapi/msgapi/outcome"
 	"github.com/msgapi/msgapi/ratelimit"
+	"github.com/msgapi/msgapi/receipts"
 	"github.com/msgapi/msgapi/secrets"
 	"github.com/msgapi/msgapi/sender"
 	"github.com/msgapi/msgapi/store"
@@ -56,6 +58,7 @@ type config struct {
 	keyring         *secrets.Keyring // nil: secrets stored in clear
 	proxies         []netip.Prefix   // MSGAPI_TRUSTED_PROXIES
 	rateLimit       ratelimit.Limit
+	events          notify.Options
 }
 
 func parseConfig(v values) (config, error) {
@@ -81,6 +84,15 @@ func parseConfig(v values) (config, error) {
 		lokiBuffer:      v.int("MSGAPI_LOKI_BUFFER", &errs),
 		lokiBufferBytes: v.bytes("MSGAPI_LOKI_BUFFER_BYTES", &errs),
 		rateLimit:       ratelimit.Limit{PerSecond: v.int("MSGAPI_RATE_LIMIT", &errs), Burst: v.int("MSGAPI_RATE_BURST", &errs)},
+		events: notify.Options{
+			Schedule:     v.durs("MSGAPI_EVENTS_RETRY_SCHEDULE", &errs),
+			Timeout:      v.dur("MSGAPI_EVENTS_TIMEOUT", &errs),
+			Workers:      v.int("MSGAPI_EVENTS_WORKERS", &errs),
+			PollInterval: v.dur("MSGAPI_EVENTS_POLL_INTERVAL", &errs),
+			SlowRetry:    v.dur("MSGAPI_EVENTS_SLOW_RETRY", &errs),
+			DisableAfter: v.dur("MSGAPI_EVENTS_DISABLE_AFTER", &errs),
+			AllowHTTP:    v.bool("MSGAPI_EVENTS_ALLOW_HTTP", &errs),
+		},
 	}
 	if c.lokiBufferBytes > 0 && c.lokiBufferBytes < 64<<10 {
 		errs = append(errs, "MSGAPI_LOKI_BUFFER_BYTES must be at least 64KiB (four of the longest lines)")
@@ -88,7 +100,8 @@ func parseConfig(v values) (config, error) {
 	if c.rateLimit.PerSecond > 0 && c.rateLimit.Burst < 1 {
 		errs = append(errs, "MSGAPI_RATE_BURST must be at least 1 when MSGAPI_RATE_LIMIT is set")
 	}
-	for _, k := range []string{"MSGAPI_DEDUP_WINDOW", "MSGAPI_DEDUP_LEASE", "MSGAPI_IDEMPOTENCY_TTL", "MSGAPI_IDEMPOTENCY_LEASE", "MSGAPI_SEND_TIMEOUT", "MSGAPI_REAPER_INTERVAL", "MSGAPI_STORE_OP_TIMEOUT", "MSGAPI_SWEEP_INTERVAL"} {
+	for _, k := range []string{"MSGAPI_DEDUP_WINDOW", "MSGAPI_DEDUP_LEASE", "MSGAPI_IDEMPOTENCY_TTL", "MSGAPI_IDEMPOTENCY_LEASE", "MSGAPI_SEND_TIMEOUT", "MSGAPI_REAPER_INTERVAL", "MSGAPI_STORE_OP_TIMEOUT", "MSGAPI_SWEEP_INTERVAL",
+		"MSGAPI_EVENTS_TIMEOUT", "MSGAPI_EVENTS_POLL_INTERVAL", "MSGAPI_EVENTS_DISABLE_AFTER"} {
 		if d, err := time.ParseDuration(v.str(k)); err == nil && d == 0 {
 			errs = append(errs, k+" must be greater than 0")
 		}
@@ -105,6 +118,9 @@ func parseConfig(v values) (config, error) {
 		if c.shutdownTimeout <= longest {
 			errs = append(errs, fmt.Sprintf("MSGAPI_SHUTDOWN_TIMEOUT=%s must exceed send timeout + dedup wait + store budget (%s)", c.shutdownTimeout, longest))
 		}
+	}
+	if c.events.Workers == 0 {
+		errs = append(errs, "MSGAPI_EVENTS_WORKERS must be greater than 0")
 	}
 	if m := v.str("MSGAPI_DEDUP_ON_STORE_ERROR"); m != "send" && m != "refuse" {
 		errs = append(errs, fmt.Sprintf("MSGAPI_DEDUP_ON_STORE_ERROR=%q is not one of send, refuse", m))
@@ -144,7 +160,7 @@ func newLogger(w io.Writer, level string) zerolog.Logger {
 // allCollections is every collection msgapi uses, created at start-up.
 func allCollections() []store.Collection {
 	var c []store.Collection
-	for _, cs := range [][]store.Collection{workspace.Collections, messages.Collections, guard.Collections, idempotency.Collections, inbound.Collections} {
+	for _, cs := range [][]store.Collection{workspace.Collections, messages.Collections, guard.Collections, idempotency.Collections, inbound.Collections, notify.Collections, receipts.Collections} {
 		c = append(c, cs...)
 	}
 	return c
@@ -209,6 +225,7 @@ func buildSenders(c config, log zerolog.Logger) (map[string]api.Sender, error) {
 				AccountSID: v.str("MSGAPI_TWILIO_ACCOUNT_SID"), AuthToken: v.str("MSGAPI_TWILIO_AUTH_TOKEN"),
 				From: v.str("MSGAPI_TWILIO_FROM"), MessagingServiceSID: v.str("MSGAPI_TWILIO_MESSAGING_SERVICE_SID"),
 				BaseURL: v.str("MSGAPI_TWILIO_BASE_URL"), Timeout: c.sendTimeout,
+				StatusCallback: statusCallback(v.str("MSGAPI_PUBLIC_URL"), log),
 			})
 		case "smtp":
 			s, err = sender.NewSMTP(sender.SMTPOptions{
@@ -222,6 +239,16 @@ func buildSenders(c config, log zerolog.Logger) (map[string]api.Sender, error) {
 		out[ch] = s
 	}
 	return out, nil
+}
+
+// statusCallback is the Twilio delivery-receipt URL on the public origin;
+// without MSGAPI_PUBLIC_URL Twilio has nowhere to call, so none is set.
+func statusCallback(public string, log zerolog.Logger) string {
+	if public == "" {
+		log.Warn().Msg("MSGAPI_PUBLIC_URL is not set: Twilio sends carry no StatusCallback, so no delivery receipts arrive")
+		return ""
+	}
+	return strings.TrimRight(public, "/") + receipts.TwilioPath
 }
 
 // serve runs the HTTP server until ctx ends, then shuts down gracefully:
@@ -298,6 +325,17 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 	if err := checkStoredSecrets(ctx, ws, c.keyring, log); err != nil {
 		return err
 	}
+	// Event webhooks: every outcome's event is recorded before the outcome
+	// (ms.OnOutcome), and delivered in the background.
+	eo := c.events
+	eo.Store, eo.Log, eo.Metrics = st, log, met
+	outbox := notify.New(eo)
+	ms.OnOutcome(outbox.RecordMessage)
+	outboxDone := make(chan struct{})
+	go func() { defer close(outboxDone); outbox.Run(bg) }()
+	defer func() { stopBG(); <-outboxDone }()
+	rcpts := receipts.New(receipts.Options{Store: st, Messages: ms, TwilioAuthToken: v["MSGAPI_TWILIO_AUTH_TOKEN"],
+		RelaySecret: v["MSGAPI_WEBHOOK_SECRET"], PublicBaseURL: v.str("MSGAPI_PUBLIC_URL"), TrustedProxies: c.proxies, OnStatus: outbox.RecordMessage})
 	g := guard.New(guard.Options{Store: st, Window: c.dedupWindow, Wait: c.dedupWait, Lease: c.dedupLease,
 		RefuseOnStoreError: v.str("MSGAPI_DEDUP_ON_STORE_ERROR") == "refuse",
 		Sibling:            api.SiblingReader(ms), Fence: ms.Fence})
@@ -306,7 +344,7 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 	go sweeper.Run(bg, c.sweepInterval)
 	// Inbound webhooks: MongoDB decides; Redis, when set, only answers
 	// redeliveries of completed events sooner.
-	hooks := inbound.Options{Store: st, Workspaces: ws, Messages: ms, PublicBaseURL: v.str("MSGAPI_PUBLIC_URL"), TrustedProxies: c.proxies}
+	hooks := inbound.Options{Store: st, Workspaces: ws, Messages: ms, PublicBaseURL: v.str("MSGAPI_PUBLIC_URL"), TrustedProxies: c.proxies, OnMessage: outbox.RecordMessage}
 	limiter := ratelimit.New(ratelimit.Options{}) // per process unless Redis is set
 	if u := v.str("MSGAPI_REDIS_URL"); u != "" {
 		rc, err := inbound.NewRedis(u)
@@ -328,12 +366,15 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 		Workspaces:  ws,
 		AdminToken:  c.adminToken,
 		Idempotency: idem.Middleware,
-		Send:        api.SendOptions{Messages: ms, Guard: g, Senders: senders, DefaultRegion: v.str("MSGAPI_DEFAULT_REGION"), Metrics: met, Lifetime: life},
-		Middleware:  []echo.MiddlewareFunc{met.Middleware},
-		Limiter:     limiter, RateLimit: c.rateLimit, OnRateLimited: met.RateLimited,
+		Send: api.SendOptions{Messages: ms, Guard: g, Senders: senders, DefaultRegion: v.str("MSGAPI_DEFAULT_REGION"), Metrics: met, Lifetime: life,
+			OnDuplicate: outbox.RecordDuplicate},
+		Outbox:     outbox,
+		Middleware: []echo.MiddlewareFunc{met.Middleware},
+		Limiter:    limiter, RateLimit: c.rateLimit, OnRateLimited: met.RateLimited,
 		Extra: func(e *echo.Echo) {
 			met.Mount(e)      // GET /metrics
 			webhooks.Mount(e) // POST /api/webhooks/{workspaceId}/{channel}
+			rcpts.Mount(e)    // POST /api/receipts/twilio, /api/receipts/webhook
 		},
 	})
 	if c.adminToken == "" {

@@ -1,0 +1,9 @@
+package messages
+
+import (
+	"testing"
+
+	"github.com/msgapi/msgapi/store/storetest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }

@@ -1,0 +1,452 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/events"
+	"github.com/msgapi/msgapi/store"
+)
+
+const (
+	// BatchSize bounds each scan of the backlog.
+	BatchSize = 100
+	// maxResponseBody is how much of an endpoint's answer is kept.
+	maxResponseBody = 1024
+	userAgent       = "msgapi-webhooks"
+)
+
+// delivery is one event on its way to one endpoint: the schedule of its
+// next attempt. Only the backlog lives in outbox_deliveries; a delivery is
+// deleted when it succeeds, runs out of attempts or loses its endpoint.
+type delivery struct {
+	ID          string    `bson:"_id"`
+	EventID     string    `bson:"eventId"`
+	EndpointID  string    `bson:"endpointId"`
+	WorkspaceID string    `bson:"workspaceId"`
+	Attempt     int       `bson:"attempt"` // the next attempt's number, from 1
+	DueAt       time.Time `bson:"dueAt"`
+	Manual      bool      `bson:"manual,omitempty"`
+}
+
+// DeliveryID is the _id of an event's automatic delivery to an endpoint;
+// round > 0 names the round-th manual redelivery.
+func DeliveryID(eventID, endpointID string, round int) string {
+	return "dlv_" + hashID(eventID, endpointID, strconv.Itoa(round))
+}
+
+// attempt is the claim of one attempt, inserted before the HTTP call.
+type attempt struct {
+	ID         string    `bson:"_id"`
+	DeliveryID string    `bson:"deliveryId"`
+	N          int       `bson:"n"`
+	StartedAt  time.Time `bson:"startedAt"`
+	LeaseUntil time.Time `bson:"leaseUntil"`
+	ExpiresAt  time.Time `bson:"expiresAt"`
+}
+
+// result is what one attempt got, inserted after the HTTP call.
+type result struct {
+	ID         string     `bson:"_id"`
+	StatusCode int        `bson:"statusCode,omitempty"`
+	LatencyMs  int64      `bson:"latencyMs"`
+	Error      string     `bson:"error,omitempty"`
+	Body       string     `bson:"body,omitempty"`
+	Success    bool       `bson:"success"`
+	At         time.Time  `bson:"at"`
+	NextAt     *time.Time `bson:"nextAt,omitempty"` // the next attempt, if any
+	ExpiresAt  time.Time  `bson:"expiresAt"`
+}
+
+func attemptID(deliveryID string, n int) string { return "att_" + hashID(deliveryID, strconv.Itoa(n)) }
+func resultID(deliveryID string, n int) string  { return "res_" + hashID(deliveryID, strconv.Itoa(n)) }
+
+// Run dispatches until ctx ends: it moves pending events into the archive
+// and their deliveries, and runs due attempts on Workers goroutines. It
+// returns once the running attempts have finished (each is bounded by
+// Timeout).
+func (o *Outbox) Run(ctx context.Context) {
+	work := make(chan delivery, o.opts.Workers)
+	var wg sync.WaitGroup
+	for range o.opts.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range work {
+				o.attempt(context.WithoutCancel(ctx), d)
+				o.inflightMu.Lock()
+				delete(o.inflight, d.ID)
+				o.inflightMu.Unlock()
+			}
+		}()
+	}
+	t := time.NewTicker(o.opts.PollInterval)
+	defer func() {
+		t.Stop()
+		close(work)
+		wg.Wait()
+	}()
+	for {
+		o.pass(ctx, work)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-o.wake:
+		}
+	}
+}
+
+// pass handles one batch of pending events and queues due deliveries
+// without blocking (a full queue waits for the next pass). A new event's
+// deliveries are queued as soon as they exist.
+func (o *Outbox) pass(ctx context.Context, work chan<- delivery) {
+	var pend []event
+	if cur, err := o.pending.Find(ctx, bson.D{}, options.Find().SetLimit(BatchSize)); err == nil {
+		_ = cur.All(ctx, &pend)
+	} else if ctx.Err() == nil {
+		o.log.Warn().Err(err).Str("event", events.WebhookStoreError).Msg("outbox: read pending events")
+	}
+	// Processes that share the store take the batch in different orders,
+	// so they split it rather than redo each other's work.
+	rand.Shuffle(len(pend), func(i, j int) { pend[i], pend[j] = pend[j], pend[i] })
+	for _, e := range pend {
+		ds, err := o.archive(ctx, e)
+		if err != nil && ctx.Err() == nil {
+			o.log.Warn().Err(err).Str("event", events.WebhookStoreError).Str("eventId", e.ID).Msg("outbox: schedule event")
+		}
+		for _, d := range ds {
+			o.enqueue(d, work)
+		}
+	}
+
+	var due []delivery
+	cur, err := o.deliveries.Find(ctx, bson.D{{Key: "dueAt", Value: bson.D{{Key: "$lte", Value: o.now()}}}}, options.Find().SetLimit(BatchSize))
+	if err == nil {
+		_ = cur.All(ctx, &due)
+	} else if ctx.Err() == nil {
+		o.log.Warn().Err(err).Str("event", events.WebhookStoreError).Msg("outbox: read due deliveries")
+	}
+	for _, d := range due {
+		if !o.enqueue(d, work) {
+			break
+		}
+	}
+	if o.opts.Metrics != nil {
+		np, _ := o.pending.CountDocuments(ctx, bson.D{})
+		nd, _ := o.deliveries.CountDocuments(ctx, bson.D{})
+		o.opts.Metrics.WebhookBacklog(np, nd)
+	}
+}
+
+// enqueue hands d to a worker unless this process is attempting it
+// already; false when the queue is full.
+func (o *Outbox) enqueue(d delivery, work chan<- delivery) bool {
+	o.inflightMu.Lock()
+	defer o.inflightMu.Unlock()
+	if o.inflight[d.ID] {
+		return true
+	}
+	select {
+	case work <- d:
+		o.inflight[d.ID] = true
+		return true
+	default:
+		return false
+	}
+}
+
+// archive moves one pending event into the archive, its log and its
+// deliveries. Every step is safe to repeat; the pending document goes last.
+func (o *Outbox) archive(ctx context.Context, e event) ([]delivery, error) {
+	e.ExpiresAt = e.CreatedAt.Add(Retention)
+	_, err := o.events.InsertOne(ctx, e)
+	if store.IsDuplicateKey(err) {
+		var have event
+		if err := o.events.FindOne(ctx, byID(e.ID)).Decode(&have); err != nil {
+			return nil, fmt.Errorf("read event %s: %w", e.ID, err)
+		}
+		if have.Scheduled { // a repeat of a fact already handled: no second event
+			_, err := o.pending.DeleteOne(ctx, byID(e.ID))
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("archive event %s: %w", e.ID, err)
+	}
+	if err := o.appendLog(ctx, e); err != nil {
+		return nil, err
+	}
+	eps, err := o.subscribed(ctx, e.WorkspaceID, e.Type)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(eps))
+	var ds []delivery
+	for _, ep := range eps {
+		d, err := o.schedule(ctx, e, ep.ID)
+		if err != nil {
+			return ds, err
+		}
+		ds = append(ds, d)
+		ids = append(ids, ep.ID)
+	}
+	if _, err := o.events.UpdateOne(ctx, byID(e.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "scheduled", Value: true}, {Key: "endpointIds", Value: ids}}}}); err != nil {
+		return ds, fmt.Errorf("mark event %s scheduled: %w", e.ID, err)
+	}
+	if _, err := o.pending.DeleteOne(ctx, byID(e.ID)); err != nil {
+		return ds, fmt.Errorf("delete pending event %s: %w", e.ID, err)
+	}
+	return ds, nil
+}
+
+// schedule creates the automatic delivery of e to an endpoint, due now. A
+// duplicate key means it exists already (then the existing one is queued;
+// its attempt claim sorts out who sends).
+func (o *Outbox) schedule(ctx context.Context, e event, endpointID string) (delivery, error) {
+	d := delivery{ID: DeliveryID(e.ID, endpointID, 0), EventID: e.ID, EndpointID: endpointID, WorkspaceID: e.WorkspaceID, Attempt: 1, DueAt: o.now()}
+	if _, err := o.deliveries.InsertOne(ctx, d); err != nil && !store.IsDuplicateKey(err) {
+		return delivery{}, fmt.Errorf("schedule delivery %s: %w", d.ID, err)
+	}
+	return d, nil
+}
+
+// attempt runs the next attempt of d, if this process wins its claim.
+func (o *Outbox) attempt(ctx context.Context, d delivery) {
+	log := o.log.With().Str("eventId", d.EventID).Str("endpointId", d.EndpointID).Str("workspaceId", d.WorkspaceID).Int("attempt", d.Attempt).Logger()
+	now := o.now()
+	claim := attempt{ID: attemptID(d.ID, d.Attempt), DeliveryID: d.ID, N: d.Attempt, StartedAt: now,
+		LeaseUntil: now.Add(2 * o.opts.Timeout), ExpiresAt: now.Add(Retention)}
+	if _, err := o.attempts.InsertOne(ctx, claim); err != nil {
+		if !store.IsDuplicateKey(err) {
+			log.Warn().Err(err).Str("event", events.WebhookStoreError).Msg("outbox: claim attempt")
+			return
+		}
+		o.claimedElsewhere(ctx, d)
+		return
+	}
+
+	var e event
+	err := o.events.FindOne(ctx, byID(d.EventID)).Decode(&e)
+	ep, eperr := o.getEndpoint(ctx, "", d.EndpointID)
+	switch {
+	case store.IsNotFound(err), msgapi.ErrorCode(eperr) == msgapi.CodeNotFound, eperr == nil && ep.DisabledAt != nil:
+		// The event expired or the endpoint is gone or disabled: nothing to send.
+		o.finish(ctx, d, result{ID: resultID(d.ID, d.Attempt), Error: "endpoint deleted or disabled", At: now, ExpiresAt: now.Add(Retention)})
+		return
+	case err != nil || eperr != nil:
+		log.Warn().Err(errors.Join(err, eperr)).Str("event", events.WebhookStoreError).Msg("outbox: read event or endpoint")
+		return // the claim lapses after its lease; the next pass claims the next attempt
+	}
+
+	res, retryAfter, slow := o.post(ctx, ep, e, d.Attempt)
+	res.ID, res.ExpiresAt = resultID(d.ID, d.Attempt), res.At.Add(Retention)
+	gone := res.StatusCode == http.StatusGone
+	if !res.Success && !gone && d.Attempt < len(o.opts.Schedule) {
+		next := res.At.Add(o.delay(d.Attempt, retryAfter, slow))
+		res.NextAt = &next
+	}
+	outcome := "failed"
+	if res.Success {
+		outcome = "succeeded"
+	}
+	if o.opts.Metrics != nil {
+		o.opts.Metrics.WebhookAttempt(outcome, time.Duration(res.LatencyMs)*time.Millisecond)
+	}
+	ev := log.Info()
+	if !res.Success {
+		ev = log.Warn()
+	}
+	ev = ev.Str("event", events.WebhookAttempt).Str("outcome", outcome).Int("statusCode", res.StatusCode).Int64("latencyMs", res.LatencyMs).Str("error", res.Error)
+	if res.NextAt != nil {
+		ev = ev.Time("nextAttemptAt", *res.NextAt)
+	}
+	ev.Msg("webhook attempt")
+
+	if _, err := o.results.InsertOne(ctx, res); err != nil && !store.IsDuplicateKey(err) {
+		log.Warn().Err(err).Str("event", events.WebhookStoreError).Msg("outbox: record attempt result")
+		return
+	}
+	switch {
+	case gone:
+		o.disable(ctx, ep, "the endpoint answered 410 Gone")
+	case res.Success && ep.FailingSince != nil:
+		_, _ = o.endpoints.UpdateOne(ctx, byID(ep.ID), bson.D{{Key: "$unset", Value: bson.D{{Key: "failingSince", Value: ""}}}})
+		o.epCache.forget(ep.WorkspaceID)
+	case !res.Success && ep.FailingSince == nil:
+		_, _ = o.endpoints.UpdateOne(ctx, byID(ep.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "failingSince", Value: res.At}}}})
+		o.epCache.forget(ep.WorkspaceID)
+	case !res.Success && res.NextAt == nil && res.At.Sub(*ep.FailingSince) >= o.opts.DisableAfter:
+		o.disable(ctx, ep, fmt.Sprintf("no successful delivery since %s and the retries of an event ran out", ep.FailingSince.Format(time.RFC3339)))
+	}
+	o.finish(ctx, d, res)
+}
+
+// finish moves d on after attempt d.Attempt ended with res: to the next
+// attempt, or out of the backlog.
+func (o *Outbox) finish(ctx context.Context, d delivery, res result) {
+	if res.NextAt == nil {
+		_, _ = o.deliveries.DeleteOne(ctx, byID(d.ID))
+		return
+	}
+	_, _ = o.deliveries.UpdateOne(ctx, byID(d.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "attempt", Value: d.Attempt + 1}, {Key: "dueAt", Value: *res.NextAt}}}})
+}
+
+// claimedElsewhere handles a lost claim: the attempt's result moves the
+// delivery on; a claim without a result past its lease is abandoned (its
+// claimer died) and the next attempt becomes due.
+func (o *Outbox) claimedElsewhere(ctx context.Context, d delivery) {
+	var res result
+	err := o.results.FindOne(ctx, byID(resultID(d.ID, d.Attempt))).Decode(&res)
+	if err == nil {
+		o.finish(ctx, d, res)
+		return
+	}
+	if !store.IsNotFound(err) {
+		return
+	}
+	var a attempt
+	if err := o.attempts.FindOne(ctx, byID(attemptID(d.ID, d.Attempt))).Decode(&a); err != nil {
+		return
+	}
+	next := a.LeaseUntil
+	if !o.now().Before(a.LeaseUntil) {
+		if d.Attempt >= len(o.opts.Schedule) {
+			_, _ = o.deliveries.DeleteOne(ctx, byID(d.ID))
+			return
+		}
+		o.finish(ctx, d, result{NextAt: &next})
+		return
+	}
+	_, _ = o.deliveries.UpdateOne(ctx, byID(d.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "dueAt", Value: next}}}})
+}
+
+// post sends one attempt. Only 2xx is success; redirects are not followed.
+func (o *Outbox) post(ctx context.Context, ep Endpoint, e event, n int) (res result, retryAfter time.Duration, slow bool) {
+	start := time.Now()
+	res.At = o.now()
+	secret := ep.Secret
+	if o.opts.Open != nil {
+		s, err := o.opts.Open(secret)
+		if err != nil {
+			res.Error = "endpoint secret cannot be decrypted"
+			return res, 0, false
+		}
+		secret = s
+	}
+	key, err := SecretKey(secret)
+	if err != nil {
+		res.Error = "endpoint secret unusable"
+		return res, 0, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.opts.Timeout)
+	defer cancel()
+	body := []byte(e.Payload)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL, bytes.NewReader(body))
+	if err != nil {
+		res.Error = "invalid endpoint URL"
+		return res, 0, false
+	}
+	ts := time.Now()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set(HeaderID, e.ID)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
+	req.Header.Set(HeaderSignature, Sign(key, e.ID, ts, body))
+	resp, err := o.client.Do(req)
+	res.LatencyMs = time.Since(start).Milliseconds()
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL, which may carry a token
+		}
+		res.Error = truncate(err.Error(), 256)
+		return res, 0, errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
+	res.LatencyMs = time.Since(start).Milliseconds()
+	res.StatusCode = resp.StatusCode
+	res.Body = truncate(string(b), maxResponseBody)
+	res.Success = resp.StatusCode >= 200 && resp.StatusCode < 300
+	if !res.Success {
+		res.Error = "HTTP " + strconv.Itoa(resp.StatusCode)
+		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+			res.Error += " (redirects are not followed)"
+		}
+	}
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	return res, retryAfter, resp.StatusCode == http.StatusTooManyRequests
+}
+
+// delay is the wait before attempt n+1: the schedule's entry with ±Jitter,
+// at least SlowRetry after a timeout or a 429, and at least a Retry-After
+// clamped to MaxRetryAfter.
+func (o *Outbox) delay(n int, retryAfter time.Duration, slow bool) time.Duration {
+	d := o.opts.Schedule[n]
+	if j := o.opts.Jitter; j > 0 && d > 0 {
+		d = time.Duration(float64(d) * (1 - j + 2*j*rand.Float64()))
+	}
+	if slow {
+		d = max(d, o.opts.SlowRetry)
+	}
+	return max(d, min(retryAfter, o.opts.MaxRetryAfter))
+}
+
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// disable turns an endpoint off, logs it and tells the workspace with a
+// webhook_endpoint.disabled event (to its other endpoints).
+func (o *Outbox) disable(ctx context.Context, ep Endpoint, reason string) {
+	now := o.now()
+	_, err := o.endpoints.UpdateOne(ctx, byID(ep.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "disabledAt", Value: now}, {Key: "disabledReason", Value: reason}}}})
+	if err != nil {
+		o.log.Warn().Err(err).Str("event", events.WebhookStoreError).Str("endpointId", ep.ID).Msg("outbox: disable endpoint")
+		return
+	}
+	o.epCache.forget(ep.WorkspaceID)
+	o.log.Warn().Str("event", events.WebhookEndpointDisabled).Str("workspaceId", ep.WorkspaceID).Str("endpointId", ep.ID).
+		Str("reason", reason).Msg("webhook endpoint disabled")
+	ep.Secret, ep.DisabledAt, ep.DisabledReason = "", &now, reason
+	if _, err := o.Record(ctx, Fact{WorkspaceID: ep.WorkspaceID, Type: TypeEndpointDisabled, SubjectID: ep.ID + "@" + now.Format(time.RFC3339Nano), Data: map[string]any{"endpoint": EndpointView(ep)}}); err != nil {
+		o.log.Warn().Err(err).Str("event", events.WebhookStoreError).Str("endpointId", ep.ID).Msg("outbox: record endpoint disabled event")
+	}
+}
+
+func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,238 @@
+package notify
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/store"
+)
+
+// MaxEndpoints bounds the endpoints of one workspace. Endpoints are read by
+// workspace (a scan of webhook_endpoints on the embedded engine, cached for
+// a few seconds by the dispatcher): a small, bounded collection.
+const MaxEndpoints = 20
+
+// Endpoint is one URL a workspace receives events at.
+type Endpoint struct {
+	ID          string   `bson:"_id"`
+	WorkspaceID string   `bson:"workspaceId"`
+	URL         string   `bson:"url"`
+	Description string   `bson:"description,omitempty"`
+	EventTypes  []string `bson:"eventTypes"` // empty: every type
+	// Secret signs deliveries. Returned once, by Create; never logged.
+	Secret         string     `bson:"secret"`
+	CreatedAt      time.Time  `bson:"createdAt"`
+	DisabledAt     *time.Time `bson:"disabledAt,omitempty"`
+	DisabledReason string     `bson:"disabledReason,omitempty"`
+	// FailingSince is the first failure after the last success (a hint
+	// written by the dispatcher, not a decision).
+	FailingSince *time.Time `bson:"failingSince,omitempty"`
+}
+
+// wants reports whether the endpoint is enabled and subscribed to typ.
+func (e Endpoint) wants(typ string) bool {
+	return e.DisabledAt == nil && (len(e.EventTypes) == 0 || slices.Contains(e.EventTypes, typ))
+}
+
+// EndpointInput is what a workspace sends to create an endpoint.
+type EndpointInput struct {
+	URL         string   `json:"url"`
+	Description string   `json:"description"`
+	EventTypes  []string `json:"eventTypes"`
+}
+
+// CreateEndpoint validates in and stores a new endpoint with a fresh
+// secret; the returned Endpoint is the only time the secret is shown.
+func (o *Outbox) CreateEndpoint(ctx context.Context, workspaceID string, in EndpointInput) (Endpoint, error) {
+	var fields []msgapi.FieldError
+	if msg := o.checkURL(in.URL); msg != "" {
+		fields = append(fields, msgapi.FieldError{Field: "url", Message: msg})
+	}
+	if len(in.Description) > 500 {
+		fields = append(fields, msgapi.FieldError{Field: "description", Message: "at most 500 bytes"})
+	}
+	types := []string{}
+	for i, t := range in.EventTypes {
+		if !knownType(t) {
+			fields = append(fields, msgapi.FieldError{Field: fmt.Sprintf("eventTypes[%d]", i), Message: "unknown event type; one of " + strings.Join(Types, ", ")})
+			continue
+		}
+		if !slices.Contains(types, t) {
+			types = append(types, t)
+		}
+	}
+	if len(fields) > 0 {
+		return Endpoint{}, &msgapi.Error{Code: msgapi.CodeInvalid, Message: "the webhook endpoint is invalid", Fields: fields}
+	}
+	have, err := o.listEndpoints(ctx, workspaceID)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	if len(have) >= MaxEndpoints {
+		return Endpoint{}, &msgapi.Error{Code: msgapi.CodeInvalid, Message: fmt.Sprintf("a workspace has at most %d webhook endpoints; delete one first", MaxEndpoints)}
+	}
+	ep := Endpoint{
+		ID: msgapi.NewID("we"), WorkspaceID: workspaceID, URL: in.URL, Description: in.Description,
+		EventTypes: types, Secret: NewSecret(), CreatedAt: o.now(),
+	}
+	stored := ep
+	if o.opts.Seal != nil {
+		var err error
+		if stored.Secret, err = o.opts.Seal(ep.Secret); err != nil {
+			return Endpoint{}, fmt.Errorf("seal webhook endpoint secret: %w", err)
+		}
+	}
+	if _, err := o.endpoints.InsertOne(ctx, stored); err != nil {
+		return Endpoint{}, msgapi.Unavailable(fmt.Errorf("insert webhook endpoint: %w", err))
+	}
+	o.epCache.forget(workspaceID)
+	return ep, nil
+}
+
+// checkURL returns why raw is not an acceptable endpoint URL, or "".
+func (o *Outbox) checkURL(raw string) string {
+	if raw == "" {
+		return "required"
+	}
+	if len(raw) > 2048 {
+		return "at most 2048 bytes"
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" {
+		return "an absolute URL without credentials or fragment"
+	}
+	switch u.Scheme {
+	case "https":
+		return ""
+	case "http":
+		if o.opts.AllowHTTP || isLoopback(u.Hostname()) {
+			return ""
+		}
+	}
+	return "must be https (http only to a loopback address)"
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// ListEndpoints returns a workspace's endpoints, oldest first, secrets
+// blanked.
+func (o *Outbox) ListEndpoints(ctx context.Context, workspaceID string) ([]Endpoint, error) {
+	eps, err := o.listEndpoints(ctx, workspaceID)
+	for i := range eps {
+		eps[i].Secret = ""
+	}
+	return eps, err
+}
+
+func (o *Outbox) listEndpoints(ctx context.Context, workspaceID string) ([]Endpoint, error) {
+	cur, err := o.endpoints.Find(ctx, bson.D{{Key: "workspaceId", Value: workspaceID}})
+	if err != nil {
+		return nil, msgapi.Unavailable(fmt.Errorf("list webhook endpoints: %w", err))
+	}
+	var eps []Endpoint
+	if err := cur.All(ctx, &eps); err != nil {
+		return nil, msgapi.Unavailable(fmt.Errorf("list webhook endpoints: %w", err))
+	}
+	slices.SortFunc(eps, func(a, b Endpoint) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return eps, nil
+}
+
+// DeleteEndpoint removes a workspace's endpoint; its pending deliveries are
+// dropped when they come due.
+func (o *Outbox) DeleteEndpoint(ctx context.Context, workspaceID, id string) error {
+	if _, err := o.getEndpoint(ctx, workspaceID, id); err != nil {
+		return err
+	}
+	if _, err := o.endpoints.DeleteOne(ctx, byID(id)); err != nil {
+		return msgapi.Unavailable(fmt.Errorf("delete webhook endpoint %s: %w", id, err))
+	}
+	o.epCache.forget(workspaceID)
+	return nil
+}
+
+// getEndpoint reads an endpoint by id; another workspace's is not found.
+func (o *Outbox) getEndpoint(ctx context.Context, workspaceID, id string) (Endpoint, error) {
+	var ep Endpoint
+	err := o.endpoints.FindOne(ctx, byID(id)).Decode(&ep)
+	switch {
+	case store.IsNotFound(err), err == nil && workspaceID != "" && ep.WorkspaceID != workspaceID:
+		return Endpoint{}, msgapi.Errorf(msgapi.CodeNotFound, "webhook endpoint %q does not exist in this workspace", id)
+	case err != nil:
+		return Endpoint{}, msgapi.Unavailable(fmt.Errorf("read webhook endpoint %s: %w", id, err))
+	}
+	return ep, nil
+}
+
+// subscribed returns the workspace's enabled endpoints that want typ,
+// from a short-lived cache.
+func (o *Outbox) subscribed(ctx context.Context, workspaceID, typ string) ([]Endpoint, error) {
+	eps, ok := o.epCache.get(workspaceID, o.now())
+	if !ok {
+		var err error
+		if eps, err = o.listEndpoints(ctx, workspaceID); err != nil {
+			return nil, err
+		}
+		o.epCache.put(workspaceID, eps, o.now())
+	}
+	var out []Endpoint
+	for _, e := range eps {
+		if e.wants(typ) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// endpointCache holds each workspace's endpoints for a few seconds, so a
+// burst of events costs one endpoint read. Bounded: cleared when full.
+type endpointCache struct {
+	ttl time.Duration
+	mu  sync.Mutex
+	m   map[string]cachedEndpoints
+}
+
+type cachedEndpoints struct {
+	eps     []Endpoint
+	expires time.Time
+}
+
+func newEndpointCache(ttl time.Duration) *endpointCache {
+	return &endpointCache{ttl: ttl, m: map[string]cachedEndpoints{}}
+}
+
+func (c *endpointCache) get(ws string, now time.Time) ([]Endpoint, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[ws]
+	return e.eps, ok && now.Before(e.expires)
+}
+
+func (c *endpointCache) put(ws string, eps []Endpoint, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= 10000 {
+		clear(c.m)
+	}
+	c.m[ws] = cachedEndpoints{eps: eps, expires: now.Add(c.ttl)}
+}
+
+func (c *endpointCache) forget(ws string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, ws)
+}

@@ -1,0 +1,211 @@
+package notify
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/store"
+)
+
+// The event log of a workspace, for GET /api/events, built for a store
+// that indexes only _id equality: entry n of workspace W has _id "W:n",
+// n = 1, 2, 3, ... without gaps (a slot is taken by inserting it, and only
+// the slot after a taken one is ever tried). Newest first is then a walk
+// down from the head by _id, and a page costs its own entries' lookups
+// whatever the size of the collection. The head document ("W:head") is a
+// hint written after each append; the true head is found by reading
+// forward from it.
+
+type logEntry struct {
+	ID          string    `bson:"_id"`
+	WorkspaceID string    `bson:"workspaceId"`
+	Seq         int64     `bson:"seq"`
+	EventID     string    `bson:"eventId"`
+	Type        string    `bson:"type"`
+	CreatedAt   time.Time `bson:"createdAt"`
+	Payload     string    `bson:"payload"`
+	ExpiresAt   time.Time `bson:"expiresAt"`
+}
+
+type logHead struct {
+	ID  string `bson:"_id"`
+	Seq int64  `bson:"seq"`
+}
+
+func logID(ws string, n int64) string { return ws + ":" + strconv.FormatInt(n, 10) }
+func headID(ws string) string         { return ws + ":head" }
+
+// appendLog puts e into its workspace's log at the first free slot.
+func (o *Outbox) appendLog(ctx context.Context, e event) error {
+	n, err := o.nextFree(ctx, e.WorkspaceID)
+	if err != nil {
+		return err
+	}
+	for range 10000 {
+		_, err := o.evlog.InsertOne(ctx, logEntry{ID: logID(e.WorkspaceID, n), WorkspaceID: e.WorkspaceID, Seq: n, EventID: e.ID,
+			Type: e.Type, CreatedAt: e.CreatedAt, Payload: e.Payload, ExpiresAt: e.CreatedAt.Add(Retention)})
+		if err == nil {
+			o.seqMu.Lock()
+			if len(o.nextSeq) >= 10000 {
+				clear(o.nextSeq)
+			}
+			o.nextSeq[e.WorkspaceID] = n + 1
+			o.seqMu.Unlock()
+			_, _ = o.evlog.UpdateOne(ctx, byID(headID(e.WorkspaceID)), bson.D{{Key: "$max", Value: bson.D{{Key: "seq", Value: n}}}}, upsert())
+			return nil
+		}
+		if !store.IsDuplicateKey(err) {
+			return fmt.Errorf("append event %s to the log: %w", e.ID, err)
+		}
+		n++
+	}
+	return fmt.Errorf("append event %s to the log: no free slot", e.ID)
+}
+
+// nextFree is the first slot worth trying: this process's last append + 1,
+// else the head hint + 1.
+func (o *Outbox) nextFree(ctx context.Context, ws string) (int64, error) {
+	o.seqMu.Lock()
+	n, ok := o.nextSeq[ws]
+	o.seqMu.Unlock()
+	if ok {
+		return n, nil
+	}
+	h, err := o.headHint(ctx, ws)
+	return h + 1, err
+}
+
+func (o *Outbox) headHint(ctx context.Context, ws string) (int64, error) {
+	var h logHead
+	err := o.evlog.FindOne(ctx, byID(headID(ws))).Decode(&h)
+	if err != nil && !store.IsNotFound(err) {
+		return 0, msgapi.Unavailable(fmt.Errorf("read event log head: %w", err))
+	}
+	return h.Seq, nil
+}
+
+// head is the newest taken slot of ws's log (0: empty).
+func (o *Outbox) head(ctx context.Context, ws string) (int64, error) {
+	h, err := o.headHint(ctx, ws)
+	if err != nil {
+		return 0, err
+	}
+	for {
+		err := o.evlog.FindOne(ctx, byID(logID(ws, h+1))).Err()
+		if store.IsNotFound(err) {
+			return h, nil
+		}
+		if err != nil {
+			return 0, msgapi.Unavailable(fmt.Errorf("read event log: %w", err))
+		}
+		h++
+	}
+}
+
+// ListQuery filters GET /api/events.
+type ListQuery struct {
+	Type   string
+	Since  time.Time // zero: no bound
+	Limit  int       // 1..100
+	Cursor string    // from the previous page's NextCursor
+}
+
+// Page is one page of events, newest first.
+type Page struct {
+	Events     []EventView
+	NextCursor string // "" on the last page
+}
+
+// maxScan bounds the entries one page reads when a type filter skips
+// most of them; the page then ends early with a cursor to go on.
+const maxScan = 1000
+
+// ListEvents returns a page of a workspace's events, newest first.
+func (o *Outbox) ListEvents(ctx context.Context, ws string, q ListQuery) (Page, error) {
+	var from int64
+	if q.Cursor != "" {
+		n, err := decodeCursor(q.Cursor)
+		if err != nil {
+			return Page{}, err
+		}
+		from = n
+	} else {
+		h, err := o.head(ctx, ws)
+		if err != nil {
+			return Page{}, err
+		}
+		from = h
+	}
+	page := Page{Events: []EventView{}}
+	seen := map[string]bool{}
+	n := from
+	const batch = 16
+	for scanned := 0; n > 0 && len(page.Events) < q.Limit && scanned < maxScan; {
+		k := min(int64(batch), n)
+		entries := make([]logEntry, k)
+		found := make([]bool, k)
+		errs := make([]error, k)
+		var wg sync.WaitGroup
+		for i := range k {
+			wg.Go(func() {
+				err := o.evlog.FindOne(ctx, byID(logID(ws, n-i))).Decode(&entries[i])
+				found[i], errs[i] = err == nil, err
+			})
+		}
+		wg.Wait()
+		for i := range k {
+			if !found[i] {
+				if store.IsNotFound(errs[i]) { // expired: the log ends here
+					return page, nil
+				}
+				return Page{}, msgapi.Unavailable(fmt.Errorf("read event log: %w", errs[i]))
+			}
+			en := entries[i]
+			n, scanned = n-1, scanned+1
+			if !q.Since.IsZero() && en.CreatedAt.Before(q.Since) {
+				return page, nil // older than since: so is everything after it
+			}
+			if (q.Type == "" || en.Type == q.Type) && !seen[en.EventID] {
+				seen[en.EventID] = true
+				page.Events = append(page.Events, EventView{ID: en.EventID, Type: en.Type, CreatedAt: en.CreatedAt, Payload: en.Payload})
+				if len(page.Events) == q.Limit {
+					break
+				}
+			}
+		}
+	}
+	if n > 0 {
+		page.NextCursor = encodeCursor(n)
+	}
+	return page, nil
+}
+
+func encodeCursor(n int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("ev1:" + strconv.FormatInt(n, 10)))
+}
+
+func decodeCursor(c string) (int64, error) {
+	bad := &msgapi.Error{Code: msgapi.CodeInvalid, Message: "the cursor is invalid",
+		Fields: []msgapi.FieldError{{Field: "cursor", Message: "use the nextCursor of a previous page"}}}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, bad
+	}
+	s, ok := strings.CutPrefix(string(b), "ev1:")
+	if !ok {
+		return 0, bad
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 1 {
+		return 0, bad
+	}
+	return n, nil
+}

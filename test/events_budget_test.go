@@ -1,0 +1,44 @@
+package test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/msgapi/msgapi/api/apitest"
+)
+
+// What event webhooks add to the send path, exactly: one insert (the
+// event, the first durable write of the outcome) on a send, and one on a
+// blocked duplicate. Delivery costs the send path nothing: it runs in the
+// background dispatcher, which this server does not run.
+func TestRoundTripBudgetsWithEvents(t *testing.T) {
+	e := apitest.New(t, apitest.Options{Events: true})
+	if r := e.Send(`{"channel":"sms","recipientPhone":"+15550100000","body":"first, creates the lead"}`); r.Status != http.StatusCreated {
+		t.Fatalf("first send: %d %s", r.Status, r.Body)
+	}
+	t.Run("new message to a known lead", func(t *testing.T) {
+		n, by := delta(e.Store, func() {
+			if r := e.Send(`{"channel":"sms","recipientPhone":"+15550100000","body":"second"}`); r.Status != http.StatusOK {
+				t.Fatalf("status %d %s", r.Status, r.Body)
+			}
+		})
+		if n > 6 || by["insert"] != 3 {
+			t.Errorf("%d round trips %v, budget 6 (5 + the event insert), 3 inserts (lock, message, event)", n, by)
+		}
+		t.Logf("new message to a known lead, with events: %d round trips %v", n, by)
+	})
+	t.Run("duplicate with the sibling present", func(t *testing.T) {
+		n, by := delta(e.Store, func() {
+			if r := e.Send(`{"channel":"sms","recipientPhone":"+15550100000","body":"second"}`); r.JSON()["duplicateOnly"] != true {
+				t.Fatalf("not a duplicate: %s", r.Body)
+			}
+		})
+		if n > 4 || by["insert"] != 2 || by["update"] != 0 || by["delete"] != 0 {
+			t.Errorf("%d round trips %v, budget 4 (3 + the event insert); writes: the losing lock insert and the event insert only", n, by)
+		}
+		t.Logf("duplicate, with events: %d round trips %v", n, by)
+	})
+	if n := e.CountDocs("outbox_pending"); n != 3 {
+		t.Errorf("%d events recorded, want 3 (two message.sent, one message.duplicate_blocked)", n)
+	}
+}
