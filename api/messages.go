@@ -151,7 +151,8 @@ func (s *Server) sendMessage(c echo.Context) error {
 	if msgID == "" {
 		msgID = msgapi.NewID("msg")
 	}
-	d, err := o.Guard.Acquire(ctx, guard.Key{WorkspaceID: ws.ID, Phone: phone, Email: email, Body: req.Body}, msgID)
+	limits := guard.Limits{Window: ws.DedupWindow(o.Guard.Window()), Wait: ws.DedupWait(o.Guard.Wait())}
+	d, err := o.Guard.AcquireWith(ctx, guard.Key{WorkspaceID: ws.ID, Phone: phone, Email: email, Body: req.Body}, msgID, limits)
 	if err != nil {
 		return err
 	}

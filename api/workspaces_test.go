@@ -253,3 +253,40 @@ func TestRateLimit(t *testing.T) {
 		}
 	}
 }
+
+// A workspace's own dedup window and wait are the guard's for its sends.
+func TestWorkspaceDedupWindowAndWait(t *testing.T) {
+	clk := newClock(0)
+	e := apitest.New(t, apitest.Options{Now: clk.Now}) // the global window: 15 minutes
+	if r := admin(e, http.MethodPatch, "", `{"dedupWindow":"1m","dedupWait":"0s"}`); r.Status != http.StatusOK {
+		t.Fatalf("PATCH: %d %s", r.Status, r.Body)
+	}
+	body := `{"channel":"sms","recipientPhone":"+15550100000","body":"per-workspace window"}`
+	if r := e.Send(body); r.Status != http.StatusCreated {
+		t.Fatalf("first: %d %s", r.Status, r.Body)
+	}
+	clk.Advance(30 * time.Second)
+	if got := e.Send(body).JSON(); got["duplicateOnly"] != true {
+		t.Fatalf("within the workspace's 1m window: %v, want a duplicate", got)
+	}
+	clk.Advance(time.Minute) // past 1m, well within the global 15m
+	if got := e.Send(body).JSON(); got["duplicateOnly"] == true {
+		t.Fatalf("past the workspace's 1m window: %v, want a send", got)
+	}
+	if n := e.Sender.Count(); n != 2 {
+		t.Errorf("sender saw %d, want 2", n)
+	}
+	// A wait of 0: a duplicate of an original that has not written its
+	// message answers pending at once.
+	held, release := stall(t, e.Store, insertInto("messages"))
+	other := `{"channel":"sms","recipientPhone":"+15550100000","body":"no wait"}`
+	orig := async(e, e.Key, other, nil)
+	<-held
+	start := time.Now()
+	r := e.Send(other)
+	if r.JSON()["pending"] != true || time.Since(start) >= 3*time.Second { // the global wait is 3s
+		t.Errorf("duplicate with a 0s wait: %s after %s, want pending at once", r.Body, time.Since(start))
+	}
+	release()
+	wait(t, orig)
+}

@@ -35,6 +35,36 @@ const refuseRetryAfter = 5 * time.Second
 // be the second message. An error is also returned when ctx ends, because a
 // caller that is gone cannot send anyway.
 func (g *Guard) Acquire(ctx context.Context, k Key, messageID string) (Decision, error) {
+	return g.AcquireWith(ctx, k, messageID, Limits{Window: g.o.Window, Wait: g.o.Wait})
+}
+
+// Limits are one request's dedup window and wait: a workspace's own
+// settings, or the guard's (Window, Wait).
+type Limits struct{ Window, Wait time.Duration }
+
+// Window and Wait are the guard's defaults.
+func (g *Guard) Window() time.Duration { return g.o.Window }
+func (g *Guard) Wait() time.Duration   { return g.o.Wait }
+
+type limitsKey struct{}
+
+// limits are the request's Limits (the guard's outside AcquireWith).
+func (g *Guard) limits(ctx context.Context) Limits {
+	if l, ok := ctx.Value(limitsKey{}).(Limits); ok {
+		return l
+	}
+	return Limits{Window: g.o.Window, Wait: g.o.Wait}
+}
+
+// AcquireWith is Acquire with a request's own window and wait (a
+// workspace's settings). A non-positive window is the guard's; a wait of
+// zero means "do not wait".
+func (g *Guard) AcquireWith(ctx context.Context, k Key, messageID string, l Limits) (Decision, error) {
+	if l.Window <= 0 {
+		l.Window = g.o.Window
+	}
+	l.Wait = max(l.Wait, 0)
+	ctx = context.WithValue(ctx, limitsKey{}, l)
 	lockID := LockID(k)
 	// Registered before the insert, so that a loser in this process that
 	// finds the lock also finds something to wait on.
@@ -162,7 +192,7 @@ func (g *Guard) contend(ctx context.Context, workspaceID, lockID, messageID stri
 		}
 
 		if until.IsZero() {
-			until = time.Now().Add(g.o.Wait)
+			until = time.Now().Add(g.limits(ctx).Wait)
 		}
 		var w waited
 		w, err = g.wait(ctx, lockID, v, until)
@@ -389,7 +419,7 @@ func (g *Guard) pending(ctx context.Context, workspaceID, lockID, messageID stri
 	now := g.now()
 	g.event(ctx, zerolog.InfoLevel, events.DuplicatePending, workspaceID, lockID).
 		Str("messageId", messageID).Str("siblingMessageId", sibID).
-		Int64("siblingAgeMs", ageMs(now, v.h.createdAt)).Dur("waited", g.o.Wait).
+		Int64("siblingAgeMs", ageMs(now, v.h.createdAt)).Dur("waited", g.limits(ctx).Wait).
 		Msg("duplicate request still in flight")
 	// A retry after the holder's lease finds its message, or finds it gone
 	// and takes over; one second is the least worth waiting.

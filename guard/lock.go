@@ -77,7 +77,7 @@ func (g *Guard) insertLock(ctx context.Context, workspaceID, lockID, messageID s
 	now := g.now()
 	_, err := g.locks.InsertOne(ctx, lockDoc{
 		ID: lockID, WorkspaceID: workspaceID, MessageID: messageID,
-		CreatedAt: now, ExpiresAt: now.Add(g.o.Window),
+		CreatedAt: now, ExpiresAt: now.Add(g.limits(ctx).Window),
 	})
 	return err
 }
@@ -103,7 +103,7 @@ func (g *Guard) claim(ctx context.Context, lockID, workspaceID, from, next, reas
 	_, err = g.takeovers.InsertOne(ctx, takeoverDoc{
 		ID: takeoverID(lockID, from), LockID: lockID, WorkspaceID: workspaceID,
 		From: from, Next: next, Reason: reason,
-		CreatedAt: now, ExpiresAt: now.Add(g.o.Window),
+		CreatedAt: now, ExpiresAt: now.Add(g.limits(ctx).Window),
 	})
 	switch {
 	case err == nil:
@@ -146,7 +146,7 @@ func (g *Guard) rewrite(ctx context.Context, v *view, messageID string) (won boo
 	now := g.now()
 	mine := lockDoc{
 		ID: v.lock.ID, WorkspaceID: v.lock.WorkspaceID, MessageID: messageID,
-		CreatedAt: now, ExpiresAt: now.Add(g.o.Window),
+		CreatedAt: now, ExpiresAt: now.Add(g.limits(ctx).Window),
 	}
 	var before lockDoc
 	err = g.locks.FindOneAndReplace(ctx, byID(v.lock.ID), mine).Decode(&before)

@@ -80,7 +80,7 @@ func TestLeaseAndShutdownMustOutlastARequest(t *testing.T) {
 		{map[string]string{"MSGAPI_IDEMPOTENCY_LEASE": "20s"}, "MSGAPI_IDEMPOTENCY_LEASE"},
 		{map[string]string{"MSGAPI_SHUTDOWN_TIMEOUT": "20s"}, "MSGAPI_SHUTDOWN_TIMEOUT"},
 		{map[string]string{"MSGAPI_SEND_TIMEOUT": "1m"}, "MSGAPI_IDEMPOTENCY_LEASE"},
-		{map[string]string{"MSGAPI_SEND_TIMEOUT": "1s", "MSGAPI_IDEMPOTENCY_LEASE": "40s", "MSGAPI_SHUTDOWN_TIMEOUT": "40s"}, ""},
+		{map[string]string{"MSGAPI_SEND_TIMEOUT": "1s", "MSGAPI_IDEMPOTENCY_LEASE": "45s", "MSGAPI_SHUTDOWN_TIMEOUT": "45s"}, ""},
 	} {
 		v, _, err := loadValues("t", nil, func(k string) string { return tc.env[k] }, &bytes.Buffer{})
 		if err != nil {

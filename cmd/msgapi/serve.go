@@ -145,7 +145,8 @@ const storeCallsPerSend = 6
 
 // requestBudget is the longest a send request can run.
 func (c config) requestBudget() time.Duration {
-	return c.sendTimeout + c.dedupWait + storeCallsPerSend*c.storeOpTimeout
+	// A workspace may wait up to workspace.MaxDedupWait (PATCH settings).
+	return c.sendTimeout + max(c.dedupWait, workspace.MaxDedupWait) + storeCallsPerSend*c.storeOpTimeout
 }
 
 func newLogger(w io.Writer, level string) zerolog.Logger {
