@@ -142,6 +142,7 @@ type Store struct {
 	// onOutcome records the event of a status (package notify), before the
 	// status itself is written; nil records none.
 	onOutcome func(ctx context.Context, m Message) error
+	unfenced  bool // tests only: see UnfencedForTests
 }
 
 // OnOutcome sets the recorder RecordOutcome calls first, with the message
@@ -300,6 +301,18 @@ func (s *Store) Insert(ctx context.Context, m *Message) error {
 	return msgapi.Unavailable(fmt.Errorf("insert message %s: %w", m.ID, err))
 }
 
+// UnfencedForTests returns a copy of s whose Fence writes nothing: it only
+// reports whether each id is still free, the judgement msgapi made before
+// the fence existed, so a holder declared gone can still write its message
+// and send. It exists only so that test/chaos can show the double sends the
+// fence prevents (MSGAPI_TEST_UNFENCED=1, refused unless MSGAPI_ENV=test).
+// Never use it anywhere else.
+func (s *Store) UnfencedForTests() *Store {
+	c := *s
+	c.unfenced = true
+	return &c
+}
+
 // Fence inserts a tombstone under each id, so that a message that is not
 // written yet can never be written (and sent) afterwards. won[i] tells
 // whether the tombstone for ids[i] was inserted by this call; false means
@@ -309,6 +322,17 @@ func (s *Store) Insert(ctx context.Context, m *Message) error {
 func (s *Store) Fence(ctx context.Context, reason string, ids ...string) (won []bool, err error) {
 	if len(ids) == 0 {
 		return nil, nil
+	}
+	if s.unfenced {
+		won = make([]bool, len(ids))
+		for i, id := range ids {
+			err := s.msgs.FindOne(ctx, byID(id)).Err()
+			if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+				return nil, msgapi.Unavailable(fmt.Errorf("read message %s: %w", id, err))
+			}
+			won[i] = err != nil
+		}
+		return won, nil
 	}
 	now := s.now()
 	docs := make([]any, len(ids))

@@ -63,6 +63,8 @@ var settings = []setting{
 	{"MSGAPI_SHUTDOWN_TIMEOUT", "shutdown-timeout", "60s", "how long shutdown waits for in-flight requests, provider calls and outcome writes (more than send timeout + dedup wait + store budget)", false},
 	{"MSGAPI_LOG_LEVEL", "log-level", "info", "debug | info | warn | error", false},
 	{"MSGAPI_LOG_FORMAT", "log-format", "auto", "auto | json | console: auto is console (human-readable) when stdout is a terminal, JSON otherwise; Loki always gets JSON", false},
+	{"MSGAPI_TEST_CLOCK_OFFSET", "test-clock-offset", "0s", "TEST ONLY (refused unless MSGAPI_ENV=test): shifts the clock of the duplicate guard and the Idempotency-Key layer (test/chaos)", false},
+	{"MSGAPI_TEST_UNFENCED", "test-unfenced", "", "TEST ONLY (refused unless MSGAPI_ENV=test): 1 disables the message-id fence, restoring the pre-fencing double sends (test/chaos -unfenced)", false},
 	{"MSGAPI_ENV", "env", "development", "environment label on every event (Loki label env)", false},
 	{"MSGAPI_LOKI_URL", "loki-url", "", "Loki push URL (e.g. http://loki:3100/loki/api/v1/push); empty: stdout only", false},
 	{"MSGAPI_LOKI_BUFFER", "loki-buffer", "10000", "Loki: lines buffered while Loki is slow; past it the oldest lines are dropped and counted", false},

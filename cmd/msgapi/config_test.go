@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The README's configuration table lists every setting with its default.
@@ -157,6 +158,45 @@ func TestRateLimitSettings(t *testing.T) {
 			t.Errorf("%v: %v, want an error naming %s", tc.env, err, tc.want)
 		case len(tc.env) == 0 && (c.rateLimit.PerSecond != 20 || c.rateLimit.Burst != 40 || c.keyCacheTTL.String() != "5s"):
 			t.Errorf("defaults: rate %+v, key cache TTL %v; want 20/s burst 40, 5s", c.rateLimit, c.keyCacheTTL)
+		}
+	}
+}
+
+// The test-only switches are refused unless MSGAPI_ENV=test, and then shift
+// the guard's clock and turn the fence off.
+func TestTestSwitchesOnlyInTests(t *testing.T) {
+	for _, tc := range []struct {
+		env        map[string]string
+		wantErr    string
+		wantOffset time.Duration
+		unfenced   bool
+	}{
+		{map[string]string{"MSGAPI_TEST_CLOCK_OFFSET": "5s"}, "tests only", 0, false},
+		{map[string]string{"MSGAPI_TEST_UNFENCED": "1", "MSGAPI_ENV": "production"}, "tests only", 0, false},
+		{map[string]string{"MSGAPI_TEST_UNFENCED": "yes", "MSGAPI_ENV": "test"}, "MSGAPI_TEST_UNFENCED", 0, false},
+		{map[string]string{"MSGAPI_TEST_CLOCK_OFFSET": "-5s", "MSGAPI_TEST_UNFENCED": "1", "MSGAPI_ENV": "test"}, "", -5 * time.Second, true},
+		{map[string]string{}, "", 0, false},
+	} {
+		v, _, err := loadValues("t", nil, func(k string) string { return tc.env[k] }, &bytes.Buffer{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := parseConfig(v)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%v: error %v, want one containing %q", tc.env, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", tc.env, err)
+		}
+		got := c.testClock()().Sub(time.Now())
+		if d := got - tc.wantOffset; d < -time.Second || d > time.Second {
+			t.Errorf("%v: clock offset %s, want %s", tc.env, got, tc.wantOffset)
+		}
+		if c.testUnfenced != tc.unfenced {
+			t.Errorf("%v: unfenced %v, want %v", tc.env, c.testUnfenced, tc.unfenced)
 		}
 	}
 }

@@ -59,6 +59,10 @@ type config struct {
 	proxies         []netip.Prefix   // MSGAPI_TRUSTED_PROXIES
 	rateLimit       ratelimit.Limit
 	events          notify.Options
+	// Test-only switches (MSGAPI_ENV=test): see testClock and
+	// MSGAPI_TEST_UNFENCED.
+	testClockOffset time.Duration
+	testUnfenced    bool
 }
 
 func parseConfig(v values) (config, error) {
@@ -100,6 +104,24 @@ func parseConfig(v values) (config, error) {
 	if c.rateLimit.PerSecond > 0 && c.rateLimit.Burst < 1 {
 		errs = append(errs, "MSGAPI_RATE_BURST must be at least 1 when MSGAPI_RATE_LIMIT is set")
 	}
+	// A clock offset may be negative (a clock behind the others).
+	if d, err := time.ParseDuration(v.str("MSGAPI_TEST_CLOCK_OFFSET")); err != nil {
+		errs = append(errs, fmt.Sprintf("MSGAPI_TEST_CLOCK_OFFSET=%q is not a duration (e.g. 5s, -5s)", v["MSGAPI_TEST_CLOCK_OFFSET"]))
+	} else {
+		c.testClockOffset = d
+	}
+	switch u := v.str("MSGAPI_TEST_UNFENCED"); u {
+	case "", "0":
+	case "1":
+		c.testUnfenced = true
+	default:
+		errs = append(errs, fmt.Sprintf("MSGAPI_TEST_UNFENCED=%q is not 1, 0 or empty", u))
+	}
+	// The test switches break the guarantees on purpose (test/chaos): a
+	// deployment that set one by mistake must not start.
+	if (c.testClockOffset != 0 || c.testUnfenced) && v.str("MSGAPI_ENV") != "test" {
+		errs = append(errs, "MSGAPI_TEST_CLOCK_OFFSET and MSGAPI_TEST_UNFENCED are for tests only: they are refused unless MSGAPI_ENV=test")
+	}
 	for _, k := range []string{"MSGAPI_DEDUP_WINDOW", "MSGAPI_DEDUP_LEASE", "MSGAPI_IDEMPOTENCY_TTL", "MSGAPI_IDEMPOTENCY_LEASE", "MSGAPI_SEND_TIMEOUT", "MSGAPI_REAPER_INTERVAL", "MSGAPI_STORE_OP_TIMEOUT", "MSGAPI_SWEEP_INTERVAL",
 		"MSGAPI_EVENTS_TIMEOUT", "MSGAPI_EVENTS_POLL_INTERVAL", "MSGAPI_EVENTS_DISABLE_AFTER"} {
 		if d, err := time.ParseDuration(v.str(k)); err == nil && d == 0 {
@@ -136,6 +158,15 @@ func parseConfig(v values) (config, error) {
 		return config{}, fmt.Errorf("invalid settings:\n  %s", strings.Join(errs, "\n  "))
 	}
 	return c, nil
+}
+
+// testClock is the clock of the duplicate guard and the Idempotency-Key
+// layer: the wall clock, shifted by MSGAPI_TEST_CLOCK_OFFSET in tests.
+func (c config) testClock() func() time.Time {
+	if c.testClockOffset == 0 {
+		return time.Now
+	}
+	return func() time.Time { return time.Now().Add(c.testClockOffset) }
 }
 
 // storeCallsPerSend bounds the store calls one send makes outside its dedup
@@ -322,6 +353,13 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 	go st.RunReaper(bg, c.reaperInterval)
 
 	ms := messages.NewStore(st)
+	if c.testUnfenced {
+		ms = ms.UnfencedForTests()
+		log.Warn().Msg("MSGAPI_TEST_UNFENCED=1: the message-id fence is off; duplicates can be sent twice (tests only)")
+	}
+	if c.testClockOffset != 0 {
+		log.Warn().Dur("offset", c.testClockOffset).Msg("MSGAPI_TEST_CLOCK_OFFSET: the guard's and the Idempotency-Key layer's clock is shifted (tests only)")
+	}
 	ws := workspace.NewStore(st, c.keyCacheTTL).WithKeyring(c.keyring)
 	if err := checkStoredSecrets(ctx, ws, c.keyring, log); err != nil {
 		return err
@@ -339,7 +377,7 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 		RelaySecret: v["MSGAPI_WEBHOOK_SECRET"], PublicBaseURL: v.str("MSGAPI_PUBLIC_URL"), TrustedProxies: c.proxies, OnStatus: outbox.RecordMessage})
 	g := guard.New(guard.Options{Store: st, Window: c.dedupWindow, Wait: c.dedupWait, Lease: c.dedupLease,
 		RefuseOnStoreError: v.str("MSGAPI_DEDUP_ON_STORE_ERROR") == "refuse",
-		Sibling:            api.SiblingReader(ms), Fence: ms.Fence})
+		Sibling:            api.SiblingReader(ms), Fence: ms.Fence, Now: c.testClock()})
 	// Lost outcomes become unknown: at start-up, then every interval.
 	sweeper := outcome.New(outcome.Options{Messages: ms, Holders: g.Holders, After: c.sendTimeout + c.outcomeMargin, Log: log, Lost: met.OutcomeLost})
 	go sweeper.Run(bg, c.sweepInterval)
@@ -358,7 +396,7 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 		log.Info().Msg("inbound webhooks: Redis fast path enabled; rate limits shared by every process (MSGAPI_REDIS_URL)")
 	}
 	webhooks := inbound.New(hooks)
-	idem := idempotency.New(idempotency.Options{Store: st, TTL: c.idemTTL, Lease: c.idemLease, WorkspaceID: api.WorkspaceID, Body: api.Body, Outcome: met.Idempotency, Commits: api.Commits{Messages: ms}})
+	idem := idempotency.New(idempotency.Options{Store: st, TTL: c.idemTTL, Lease: c.idemLease, WorkspaceID: api.WorkspaceID, Body: api.Body, Outcome: met.Idempotency, Commits: api.Commits{Messages: ms}, Now: c.testClock()})
 
 	defer ws.Wait() // the last lastUsedAt writes, before the store closes
 	srv := api.New(api.Options{
