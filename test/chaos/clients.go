@@ -194,20 +194,34 @@ func (w *workload) send(ctx context.Context, l Logical, proc int) sent {
 	return q
 }
 
-// readBack reads every message id through a live process.
+// readBack reads every message id through the live processes, 8 at a time.
 func (w *workload) readBack(ctx context.Context, ids []string) map[string]ReadBack {
 	out := make(map[string]ReadBack, len(ids))
-	for _, id := range ids {
-		var rb ReadBack
-		for try := range 5 {
-			rb = w.get(ctx, w.c.procs[try%len(w.c.procs)], id)
-			if rb.Err == "" {
-				break
+	var mu sync.Mutex
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range next {
+				var rb ReadBack
+				for try := range 5 {
+					rb = w.get(ctx, w.c.procs[(i+try)%len(w.c.procs)], ids[i])
+					if rb.Err == "" {
+						break
+					}
+					time.Sleep(500 * time.Millisecond)
+				}
+				mu.Lock()
+				out[ids[i]] = rb
+				mu.Unlock()
 			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		out[id] = rb
+		})
 	}
+	for i := range ids {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 	return out
 }
 

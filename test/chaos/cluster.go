@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/msgapi/msgapi/events"
+	msgevents "github.com/msgapi/msgapi/events"
 )
 
 // Settings of every process: short windows and leases, so that a minute
@@ -289,31 +289,42 @@ func createWorkspace(ctx context.Context, base, admin string) (string, error) {
 	return v.APIKey, nil
 }
 
-// unguarded reads the processes' logs for the messages they sent without
-// duplicate protection (message.api.duplicate_guard_error).
-func (c *cluster) unguarded() (map[string]bool, error) {
-	out := map[string]bool{}
+// scanLogs reads the processes' logs (warn and above) for what the faults
+// did inside msgapi: the count of each event, and the messages sent
+// without duplicate protection because their lock could not be written
+// (message.api.duplicate_guard_error).
+func (c *cluster) scanLogs() (events map[string]int, unguarded map[string]bool, err error) {
+	events, unguarded = map[string]int{}, map[string]bool{}
 	for _, p := range c.procs {
 		f, err := os.Open(c.logPath(p))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 		for sc.Scan() {
 			var e struct {
 				Event     string `json:"event"`
+				Message   string `json:"message"`
 				MessageID string `json:"messageId"`
 			}
-			if json.Unmarshal(sc.Bytes(), &e) == nil && e.Event == events.DuplicateGuardError && e.MessageID != "" {
-				out[e.MessageID] = true
+			if json.Unmarshal(sc.Bytes(), &e) != nil {
+				continue
+			}
+			name := e.Event
+			if name == "" {
+				name = clip([]byte(e.Message))
+			}
+			events[name]++
+			if e.Event == msgevents.DuplicateGuardError && e.MessageID != "" {
+				unguarded[e.MessageID] = true
 			}
 		}
 		err = sc.Err()
 		f.Close()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return out, nil
+	return events, unguarded, nil
 }

@@ -102,6 +102,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"text/tabwriter"
@@ -125,6 +126,7 @@ type config struct {
 	seed               uint64
 	unfenced, keep     bool
 	bin, onStoreError  string
+	faults             map[string]bool // enabled fault kinds
 }
 
 func parseFlags(args []string, out io.Writer) (config, error) {
@@ -140,8 +142,23 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.BoolVar(&c.keep, "keep", false, "keep the run's folder (logs, data, fault log)")
 	fs.StringVar(&c.onStoreError, "on-store-error", "refuse", "MSGAPI_DEDUP_ON_STORE_ERROR of the processes: refuse, or send (its unguarded double sends are reported as excused)")
 	fs.StringVar(&c.bin, "bin", "", "a built msgapi binary (default: go build ./cmd/msgapi)")
+	faults := fs.String("faults", "all", "comma-separated fault kinds to inject: all, none, or of kill, engine, pause, longstop, clock, slow, 4xx, 5xx, hang")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	c.faults = map[string]bool{}
+	for _, f := range strings.Split(*faults, ",") {
+		switch f = strings.TrimSpace(f); {
+		case f == "all":
+			for _, k := range faultKinds {
+				c.faults[k] = true
+			}
+		case f == "none":
+		case faultFlags[f] != "":
+			c.faults[faultFlags[f]] = true
+		default:
+			return c, fmt.Errorf("-faults: unknown fault %q", f)
+		}
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -210,7 +227,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 4 * cfg.clients
 	w := &workload{c: c, http: &http.Client{Transport: tr}, rec: rec, runID: fmt.Sprintf("%d-%s", cfg.seed, randomHex(3)), loadEnd: started.Add(cfg.duration)}
-	n := &nemesis{c: c, rcv: rcv, log: faultLog, counts: map[string]int{}}
+	n := &nemesis{c: c, rcv: rcv, log: faultLog, enabled: cfg.faults, counts: map[string]int{}}
 
 	seeds := mrand.New(mrand.NewPCG(cfg.seed, 0x636861_6f73))
 	var wg sync.WaitGroup
@@ -254,13 +271,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	serverEvents, unguarded, err := c.scanLogs()
+	if err != nil {
+		return err
+	}
 	if cfg.onStoreError == "send" { // refuse sends nothing unguarded: nothing to excuse
-		if h.Unguarded, err = c.unguarded(); err != nil {
-			return err
-		}
+		h.Unguarded = unguarded
 	}
 	vs, excused := Check(h)
-	report(stdout, cfg, h, n.counts, vs, excused, time.Since(started))
+	report(stdout, cfg, h, n.counts, serverEvents, vs, excused, time.Since(started))
 
 	switch {
 	case cfg.unfenced && len(vs) == 0:
@@ -274,7 +293,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func report(out io.Writer, cfg config, h History, faults map[string]int, vs, excused []Violation, took time.Duration) {
+func report(out io.Writer, cfg config, h History, faults, serverEvents map[string]int, vs, excused []Violation, took time.Duration) {
 	tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
 	row := func(k string, v any) { fmt.Fprintf(tw, "  %s\t%v\n", k, v) }
 	fmt.Fprintf(tw, "seed %d, %s of faults, %d processes, %d clients, fence %s, on store error %s, run %s\n", cfg.seed, cfg.duration, cfg.processes, cfg.clients,
@@ -319,6 +338,10 @@ func report(out io.Writer, cfg config, h History, faults map[string]int, vs, exc
 	fmt.Fprintln(tw, "faults")
 	total := 0
 	for _, k := range faultKinds {
+		if !cfg.faults[k] {
+			row(k, "off")
+			continue
+		}
 		row(k, faults[k])
 		total += faults[k]
 	}
@@ -348,6 +371,11 @@ func report(out io.Writer, cfg config, h History, faults map[string]int, vs, exc
 	fmt.Fprintln(tw, "messages read back")
 	for _, k := range sortedKeys(states) {
 		row(k, states[k])
+	}
+
+	fmt.Fprintln(tw, "server events, warn and above (what the faults did inside msgapi)")
+	for _, k := range sortedKeys(serverEvents) {
+		row(k, serverEvents[k])
 	}
 
 	byKind := map[string]int{}

@@ -24,6 +24,18 @@ const (
 
 var faultKinds = []string{FKill, FEngine, FPause, FLongStop, FClock, FSlow, F4xx, F5xx, FHang}
 
+// faultFlags are the short names -faults takes.
+var faultFlags = map[string]string{
+	"kill": FKill, "engine": FEngine, "pause": FPause, "longstop": FLongStop, "clock": FClock,
+	"slow": FSlow, "4xx": F4xx, "5xx": F5xx, "hang": FHang,
+}
+
+// processWeights: how often each process fault is drawn, relative.
+var processWeights = []struct {
+	kind   string
+	weight int
+}{{FKill, 6}, {FEngine, 2}, {FPause, 5}, {FLongStop, 1}, {FClock, 6}}
+
 // Largest clock offset: more than the lease; one process at a time.
 const maxClockOffset = 4 * time.Second
 
@@ -33,6 +45,8 @@ type nemesis struct {
 	c   *cluster
 	rcv *receiver
 	log io.Writer
+
+	enabled map[string]bool
 
 	mu     sync.Mutex
 	counts map[string]int
@@ -68,13 +82,26 @@ func (n *nemesis) processes(ctx context.Context, rng *rand.Rand, end time.Time) 
 		}
 		return procs[1+rng.IntN(len(procs)-1)]
 	}
+	var kinds []string
+	for _, w := range processWeights {
+		for range w.weight {
+			if n.enabled[w.kind] {
+				kinds = append(kinds, w.kind)
+			}
+		}
+	}
+	if len(kinds) == 0 {
+		return nil
+	}
 	for sleepCtx(ctx, between(rng, time.Second, 3*time.Second)) && time.Now().Before(end) {
-		switch k := rng.IntN(10); {
-		case k < 3:
-			p := other()
-			kind := FKill
+		switch kind := kinds[rng.IntN(len(kinds))]; kind {
+		case FKill, FEngine:
+			p := procs[0]
+			if kind == FKill {
+				p = other()
+			}
 			if p.i == 0 {
-				kind = FEngine
+				kind = FEngine // one process: it is the engine's host
 			}
 			n.c.kill(p)
 			n.note(kind, "process %d", p.i)
@@ -82,19 +109,11 @@ func (n *nemesis) processes(ctx context.Context, rng *rand.Rand, end time.Time) 
 			if err := n.c.start(ctx, p, p.offset); err != nil {
 				return err
 			}
-		case k < 4:
-			p := procs[0]
-			n.c.kill(p)
-			n.note(FEngine, "process 0: every store call fails until it is back")
-			sleepCtx(ctx, between(rng, 200*time.Millisecond, 1500*time.Millisecond))
-			if err := n.c.start(ctx, p, p.offset); err != nil {
-				return err
-			}
-		case k < 7:
+		case FPause, FLongStop:
 			p := procs[rng.IntN(len(procs))]
-			d, kind := between(rng, dedupLease+500*time.Millisecond, 3*time.Second), FPause
-			if rng.IntN(5) == 0 {
-				d, kind = keyLease+time.Second, FLongStop
+			d := between(rng, dedupLease+500*time.Millisecond, 3*time.Second)
+			if kind == FLongStop {
+				d = keyLease + time.Second
 			}
 			if n.c.pause(p) {
 				n.note(kind, "process %d for %s", p.i, d)
@@ -126,7 +145,15 @@ func (n *nemesis) processes(ctx context.Context, rng *rand.Rand, end time.Time) 
 
 // provider switches the receiver between modes until end.
 func (n *nemesis) provider(ctx context.Context, rng *rand.Rand, end time.Time) {
-	modes := []struct{ mode, kind string }{{modeSlow, FSlow}, {mode4xx, F4xx}, {mode5xx, F5xx}, {modeHang, FHang}}
+	var modes []struct{ mode, kind string }
+	for _, m := range []struct{ mode, kind string }{{modeSlow, FSlow}, {mode4xx, F4xx}, {mode5xx, F5xx}, {modeHang, FHang}} {
+		if n.enabled[m.kind] {
+			modes = append(modes, m)
+		}
+	}
+	if len(modes) == 0 {
+		return
+	}
 	for sleepCtx(ctx, between(rng, 2*time.Second, 6*time.Second)) && time.Now().Before(end) {
 		m := modes[rng.IntN(len(modes))]
 		d := between(rng, time.Second, 4*time.Second)
