@@ -91,6 +91,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -203,7 +204,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "built ./cmd/msgapi in %s\n", time.Since(start).Round(100*time.Millisecond))
 	}
-	secret := randomHex(16)
+	// A Standard Webhooks secret; the receiver also verifies the legacy
+	// X-Msgapi-Signature, which msgapi sends with non-whsec_ secrets.
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte(randomHex(12)))
 	rcv, err := startReceiver(secret, sendTimeout)
 	if err != nil {
 		return err
