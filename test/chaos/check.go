@@ -208,7 +208,7 @@ func Check(h History) (vs []Violation, excused []Violation) {
 			add(VOrphan, "%s: %d provider call(s), no message", id, len(perMessage[id]))
 			continue
 		case !messages.Final(rb.Status):
-			add(VStuck, "%s: %s after the quiet period", id, rb.Status)
+			add(VStuck, "%s: %s after the quiet period; provider calls: %s", id, rb.Status, describe(perMessage[id]))
 		}
 		for _, d := range perMessage[id] {
 			if d.accepted() && !messages.Reached(rb.Status) {
@@ -234,6 +234,9 @@ func guarded(h History, ds []Delivery) int {
 }
 
 func describe(ds []Delivery) string {
+	if len(ds) == 0 {
+		return "none"
+	}
 	var b bytes.Buffer
 	t0 := ds[0].At
 	for i, d := range ds {

@@ -191,11 +191,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cfg.keep {
-		fmt.Fprintf(stdout, "run folder: %s\n", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	keep := cfg.keep // also kept when a violation needs its logs
+	defer func() {
+		if keep {
+			fmt.Fprintf(stdout, "run folder kept (process logs, fault log): %s\n", dir)
+		} else {
+			os.RemoveAll(dir)
+		}
+	}()
 	bin := cfg.bin
 	if bin == "" {
 		start := time.Now()
@@ -282,6 +285,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		h.Unguarded = unguarded
 	}
 	vs, excused := Check(h)
+	keep = keep || len(vs) > 0
 	report(stdout, cfg, h, n.counts, serverEvents, vs, excused, time.Since(started))
 
 	switch {
