@@ -16,8 +16,8 @@ func TestReceiverVerifiesAndActsAsTheProvider(t *testing.T) {
 	const std = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	for _, tc := range []struct {
 		name, recvSecret, sendSecret, mode string
-		wantRecorded, wantBad                int
-		want                                 sender.Status
+		wantRecorded, wantBad              int
+		want                               sender.Status
 	}{
 		{"standard webhooks", std, std, modeOK, 1, 0, sender.Sent},
 		{"legacy secret", "legacy-secret", "legacy-secret", modeOK, 1, 0, sender.Sent},
