@@ -53,8 +53,10 @@ type Delivery struct {
 // (a 5xx or a timeout is ambiguous, and counted as delivered).
 func (d Delivery) mayHaveReached() bool { return d.Outcome != "4xx" }
 
-// accepted: the receiver answered 2xx in time.
-func (d Delivery) accepted() bool { return d.Outcome == "ok" || d.Outcome == "slow" }
+// accepted: the receiver answered 2xx — in time, or (hang) after the send
+// timeout, which msgapi may still read as accepted when its own process was
+// stalled (SIGSTOP, a starved CPU) past its timer.
+func (d Delivery) accepted() bool { return d.Outcome == "ok" || d.Outcome == "slow" || d.Outcome == "hang" }
 
 // ReadBack is GET /api/messages/{id} after the quiet period.
 type ReadBack struct {
@@ -170,7 +172,7 @@ func Check(h History) (vs []Violation, excused []Violation) {
 				}
 			}
 			if ok != 1 || all != 1 {
-				add(VSentNotOnce, "%s: answered sent (%s, proc %d), %d accepted of %d calls", r.MessageID, r.Logical, r.Proc, ok, all)
+				add(VSentNotOnce, "%s: answered sent (%s, proc %d), %d accepted of %d calls (%s)", r.MessageID, r.Logical, r.Proc, ok, all, describe(perMessage[r.MessageID]))
 			}
 		}
 		if r.Key == "" {

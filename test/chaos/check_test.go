@@ -88,7 +88,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		}, []string{VDoubleMessage}},
 		{"answered sent, refused by the provider", func(h *History) {
 			h.Requests[3].Status = "sent"
-			h.Deliveries[2].Outcome = "hang"
+			h.Deliveries[2].Outcome = "5xx"
 			h.ReadBack["m3"] = ReadBack{Found: true, Status: "unknown"}
 		}, []string{VSentNotOnce}},
 		{"answered sent, never delivered", func(h *History) {

@@ -65,6 +65,10 @@ type cluster struct {
 	unfenced   bool
 	onStoreErr string
 	procs      []*proc
+
+	faultLog      io.Writer
+	mu            sync.Mutex
+	startFailures int
 }
 
 // proc is one msgapi process slot.
@@ -106,7 +110,7 @@ func freeLoopbackAddr() (string, error) {
 }
 
 func newCluster(ctx context.Context, dir, bin string, n int, webhookURL, secret string, unfenced bool, onStoreErr string) (*cluster, error) {
-	c := &cluster{dir: dir, bin: bin, webhookURL: webhookURL, secret: secret, unfenced: unfenced, onStoreErr: onStoreErr, admin: randomHex(16)}
+	c := &cluster{dir: dir, bin: bin, webhookURL: webhookURL, secret: secret, unfenced: unfenced, onStoreErr: onStoreErr, admin: randomHex(16), faultLog: io.Discard}
 	var err error
 	if c.storeAddr, err = freeLoopbackAddr(); err != nil {
 		return nil, err
@@ -134,8 +138,31 @@ func newCluster(ctx context.Context, dir, bin string, n int, webhookURL, secret 
 }
 
 // start runs the process of slot p with the given clock offset and waits
-// until it is ready.
+// until it is ready. A start-up that fails (its store calls time out while
+// the machine is loaded or the engine's host restarts) is retried, as a
+// supervisor would, up to five times.
 func (c *cluster) start(ctx context.Context, p *proc, offset time.Duration) error {
+	var err error
+	for try := range 5 {
+		if err = c.startOnce(ctx, p, offset); err == nil || ctx.Err() != nil {
+			return err
+		}
+		fmt.Fprintf(c.faultLog, "%s %-32s process %d, try %d: %v\n", time.Now().Format("15:04:05.000"), "start-up failed", p.i, try+1, firstLine(err))
+		c.mu.Lock()
+		c.startFailures++
+		c.mu.Unlock()
+		c.kill(p) // if it still runs, unready
+		sleepCtx(ctx, time.Second)
+	}
+	return err
+}
+
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}
+
+func (c *cluster) startOnce(ctx context.Context, p *proc, offset time.Duration) error {
 	env := append(processEnv(),
 		"PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"),
 		"MSGAPI_ADDR="+p.addr,

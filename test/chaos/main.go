@@ -67,8 +67,10 @@
 //     first message for its whole life, a refused one included).
 //   - one message id sent twice: two provider calls carried one message id.
 //   - answered sent, not delivered exactly once: an answer (send, duplicate
-//     or replay) said the message's status was sent, and the provider did
-//     not accept exactly one call for that id.
+//     or replay) said the message's status was sent, and there was not
+//     exactly one call for that id, answered 2xx by the provider (a hang
+//     answers 2xx after the send timeout: a process stalled past its own
+//     timer may still read it, and rightly says sent).
 //   - acknowledged message lost: a message some 2xx answer named is 404 or
 //     cannot be read.
 //   - message not final: a message is still sending after the quiet period.
@@ -228,6 +230,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer faultLog.Close()
+	c.faultLog = faultLog
 	started := time.Now()
 	rec := &recorder{}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -286,6 +289,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	vs, excused := Check(h)
 	keep = keep || len(vs) > 0
+	n.counts["msgapi start-up failed (retried)"] = c.startFailures
 	report(stdout, cfg, h, n.counts, serverEvents, vs, excused, time.Since(started))
 
 	switch {
@@ -353,6 +357,7 @@ func report(out io.Writer, cfg config, h History, faults, serverEvents map[strin
 		total += faults[k]
 	}
 	row("total", total)
+	row("msgapi start-up failed (retried)", faults["msgapi start-up failed (retried)"])
 
 	outcomes := map[string]int{}
 	for _, d := range h.Deliveries {
