@@ -56,7 +56,9 @@ func (d Delivery) mayHaveReached() bool { return d.Outcome != "4xx" }
 // accepted: the receiver answered 2xx — in time, or (hang) after the send
 // timeout, which msgapi may still read as accepted when its own process was
 // stalled (SIGSTOP, a starved CPU) past its timer.
-func (d Delivery) accepted() bool { return d.Outcome == "ok" || d.Outcome == "slow" || d.Outcome == "hang" }
+func (d Delivery) accepted() bool {
+	return d.Outcome == "ok" || d.Outcome == "slow" || d.Outcome == "hang"
+}
 
 // ReadBack is GET /api/messages/{id} after the quiet period.
 type ReadBack struct {
