@@ -9,7 +9,6 @@ import (
 	"github.com/msgapi/msgapi/store/storetest"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
 
 // The fence makes a fenced id unwritable; the test-only unfenced store only
 // judges whether the id is free and lets the holder write it afterwards —
