@@ -9,7 +9,6 @@ import (
 	"github.com/msgapi/msgapi/store/storetest"
 )
 
-
 // The fence makes a fenced id unwritable; the test-only unfenced store only
 // judges whether the id is free and lets the holder write it afterwards —
 // the double send test/chaos -unfenced must be able to show.
