@@ -22,14 +22,16 @@ import (
 
 // Settings of every process: short windows and leases, so that a minute
 // holds many expiries. The key lease and the shutdown timeout must exceed
-// send timeout + dedup wait + 6 × store op timeout (2 + 1 + 6 = 9 s).
+// send timeout + dedup wait + the store budget (start-up says 18 s with
+// these); the window must outlast a logical message's requests (see the
+// package comment).
 const (
-	dedupWindow  = 30 * time.Second
+	dedupWindow  = 45 * time.Second
 	dedupLease   = time.Second
 	dedupWait    = time.Second
 	sendTimeout  = 2 * time.Second
 	storeOp      = time.Second
-	keyLease     = 10 * time.Second
+	keyLease     = 20 * time.Second
 	sweepEvery   = time.Second
 	outcomeAfter = sendTimeout + time.Second // send timeout + MSGAPI_OUTCOME_MARGIN
 )

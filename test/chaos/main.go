@@ -13,8 +13,8 @@
 // provider is the signed webhook, aimed at a receiver of its own that
 // records every call (and checks its signature in either scheme msgapi
 // signs with: X-Msgapi-Signature or Standard Webhooks v1). Windows are
-// short: dedup window 30 s, dedup lease 1 s, dedup wait 1 s, send timeout
-// 2 s, store call timeout 1 s, key lease and shutdown 10 s, outcome sweep
+// short: dedup window 45 s, dedup lease 1 s, dedup wait 1 s, send timeout
+// 2 s, store call timeout 1 s, key lease and shutdown 20 s, outcome sweep
 // every 1 s after 3 s.
 //
 // # The workload
@@ -27,7 +27,7 @@
 // process, until it gets a finished answer; a caller whose text failed at
 // the provider sometimes sends it again. Without a key every request of a
 // logical message starts within 8 s of its first; under a key callers
-// retry for up to 24 s, and once more 32 s after the first request, past
+// retry for up to 24 s, and once more 47 s after the first request, past
 // the dedup window, where only the key stands between the text and a
 // second send.
 //
@@ -59,8 +59,8 @@
 //     delivery. A call after a 4xx refusal is a legitimate second try of a
 //     text that reached no one, not a second delivery. All requests of such
 //     a logical message start within 8 s of the first; a server-side stall
-//     adds at most 11 s and clock offsets at most 8 s, so every one of
-//     them falls within the 30 s dedup window of the first, which is what
+//     adds at most 21 s and clock offsets at most 8 s, so every one of
+//     them falls within the 45 s dedup window of the first, which is what
 //     lets the checker count per logical message without timestamps.
 //   - Idempotency-Key sent twice: a logical message under a key had more
 //     than one provider call of any kind, ever (a key answers from its
