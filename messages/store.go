@@ -143,6 +143,7 @@ type Store struct {
 	// status itself is written; nil records none.
 	onOutcome func(ctx context.Context, m Message) error
 	unfenced  bool // tests only: see UnfencedForTests
+	onlyID    bool // the store pushes down only {_id} filters (store.PushesDownOnlyID)
 }
 
 // OnOutcome sets the recorder RecordOutcome calls first, with the message
@@ -155,7 +156,7 @@ func (s *Store) OnOutcome(f func(ctx context.Context, m Message) error) { s.onOu
 func NewStore(s *store.Store) *Store {
 	return &Store{
 		leads: s.Collection("leads"), convs: s.Collection("conversations"), msgs: s.Collection("messages"),
-		idx: s.Collection(IndexCollection), heads: newHeads(),
+		idx: s.Collection(IndexCollection), heads: newHeads(), onlyID: s.PushesDownOnlyID(),
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
 	}
 }
@@ -412,7 +413,14 @@ func (s *Store) RecordOutcome(ctx context.Context, m *Message) error {
 	if m.StatusAt != nil {
 		set = append(set, bson.E{Key: "statusAt", Value: *m.StatusAt})
 	}
-	filter := bson.D{{Key: "_id", Value: m.ID}, {Key: "status", Value: bson.D{{Key: "$in", Value: From(m.Status)}}}}
+	// On MongoDB the move is conditional and atomic. On the embedded engine
+	// a second filter key would make every outcome write scan the whole
+	// collection; there the caller's read decided the move (CanMove), and a
+	// write racing it within the same milliseconds can still land last.
+	filter := bson.D{{Key: "_id", Value: m.ID}}
+	if !s.onlyID {
+		filter = append(filter, bson.E{Key: "status", Value: bson.D{{Key: "$in", Value: From(m.Status)}}})
+	}
 	if _, err := s.msgs.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}); err != nil {
 		return fmt.Errorf("record outcome of %s: %w", m.ID, err)
 	}

@@ -69,6 +69,7 @@ type Store struct {
 	RoundTrips *Counter
 
 	embedded *Embedded
+	ferret   bool   // the store is FerretDB (see PushesDownOnlyID)
 	sqlite   string // the embedded engine's database file, when we can reach it
 	log      zerolog.Logger
 
@@ -132,8 +133,22 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s.ReplicaSet = hello.SetName != ""
 	s.DB = client.Database(opts.Database, dbOptions(s.ReplicaSet))
+	// FerretDB names itself in buildInfo (ferretdbVersion); a second process attached to the
+	// embedded engine through MONGODB_URI learns it here too.
+	var info bson.M
+	if err := s.DB.RunCommand(pingCtx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err == nil {
+		_, s.ferret = info["ferretdbVersion"]
+	}
+	s.ferret = s.ferret || s.embedded != nil || s.sqlite != ""
 	return s, nil
 }
+
+// PushesDownOnlyID reports whether the store is the embedded engine
+// (FerretDB on SQLite), which serves from an index only a filter that is
+// exactly {_id: <string>}: any other key in a filter, even beside _id,
+// makes the command read the whole collection. Callers keep such filters
+// for MongoDB, where they are atomic and indexed, and read-check instead.
+func (s *Store) PushesDownOnlyID() bool { return s.ferret }
 
 // dbOptions: on a replica set every write waits for a majority and every
 // read goes to the primary, for every collection, so that nothing a request

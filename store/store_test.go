@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
@@ -256,4 +257,22 @@ func envInt(name string, def int) int {
 		return n
 	}
 	return def
+}
+
+// The embedded engine says what it is, even to a client that attached by
+// URI only: its filters beyond {_id} are not pushed down.
+func TestPushesDownOnlyID(t *testing.T) {
+	s := storetest.New(t, things)
+	uri, _ := storetest.URI(t)
+	attached, err := store.Open(context.Background(), store.Options{URI: uri, Database: s.DB.Name(), Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer attached.Close(context.Background())
+	if os.Getenv("MSGAPI_TEST_MONGODB_URI") == "" && !attached.PushesDownOnlyID() {
+		t.Error("a client attached to the embedded engine by URI does not know it is FerretDB")
+	}
+	if os.Getenv("MSGAPI_TEST_MONGODB_URI") != "" && attached.PushesDownOnlyID() {
+		t.Error("MongoDB taken for FerretDB")
+	}
 }
