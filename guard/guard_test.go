@@ -588,3 +588,44 @@ func TestSlowLockInsertIsNotUnguarded(t *testing.T) {
 		t.Errorf("guard error events %v, want none", ev)
 	}
 }
+
+// A release that stalls before its delete past the lease is judged a
+// crashed remover and taken over; its late delete must leave the taker's
+// lock alone, or a third request wins an empty lock and sends again (the
+// chaos run's seed 103).
+func TestStalledReleaseKeepsTheTakersLock(t *testing.T) {
+	e := newEnv(t)
+	uri, dir := storetest.URI(t)
+	slow, err := store.Open(context.Background(), store.Options{URI: uri, SQLiteDir: dir, Database: e.s.DB.Name(), Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = slow.Client.Disconnect(context.Background()) })
+	held, gate := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	slow.RoundTrips.Before(func(_ context.Context, ev *event.CommandStartedEvent) {
+		if ev.CommandName == "delete" {
+			once.Do(func() { close(held); <-gate })
+		}
+	})
+	holder := e.guard(Options{Store: slow})
+	d, err := holder.Acquire(e.ctx, key, "msg_1")
+	if err != nil || d.Outcome != Won {
+		t.Fatalf("Acquire = %v, %v", d.Outcome, err)
+	}
+	released := make(chan error, 1)
+	go func() { released <- holder.Release(e.ctx, d.LockID, "msg_1") }()
+	<-held // fenced and claimed; its delete is stalled
+
+	taker := e.guard(Options{Now: func() time.Time { return time.Now().Add(31 * time.Second) }})
+	if d2, err := taker.Acquire(e.ctx, key, "msg_2"); err != nil || d2.Outcome != Won {
+		t.Fatalf("taker = %v, %v; want won over the stalled remover", d2.Outcome, err)
+	}
+	close(gate)
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := e.lock(d.LockID); !ok || l.MessageID != "msg_2" {
+		t.Fatalf("lock %+v (found %v) after the stalled release's delete, want the taker's msg_2", l, ok)
+	}
+}

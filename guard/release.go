@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/events"
@@ -58,7 +59,7 @@ func (g *Guard) Release(ctx context.Context, lockID, messageID string) error {
 	if !g.now().Before(v.lock.ExpiresAt.Add(-releaseMargin)) {
 		return nil
 	}
-	if _, err := g.locks.DeleteOne(ctx, byID(lockID)); err != nil {
+	if _, err := g.locks.DeleteOne(ctx, holdsOneOf(lockID, messageID)); err != nil {
 		return unavailable("release lock", lockID, err)
 	}
 	return nil
@@ -96,7 +97,7 @@ func (g *Guard) Delete(ctx context.Context, workspaceID, lockID string) error {
 			v, err = g.successor(ctx, lockID, v)
 			continue
 		}
-		if _, err := g.locks.DeleteOne(ctx, byID(lockID)); err != nil {
+		if _, err := g.locks.DeleteOne(ctx, holdsOneOf(lockID, v.chain...)); err != nil {
 			return unavailable("delete lock", lockID, err)
 		}
 		g.event(ctx, zerolog.InfoLevel, events.DedupLockDeleted, workspaceID, lockID).
@@ -106,4 +107,18 @@ func (g *Guard) Delete(ctx context.Context, workspaceID, lockID string) error {
 		return nil
 	}
 	return unavailable("delete: too many changes of holder of", lockID, errContention)
+}
+
+// holdsOneOf matches the lock only while it names one of the generations
+// its remover claimed. A remover that stalls past the lease is judged
+// crashed, and its claim taken over: the taker rewrites the lock, and the
+// remover's late delete must not remove that fresh lock (a third request
+// would then win an empty lock and send a second time — the chaos run found
+// it). On MongoDB the condition is atomic. On the embedded engine the
+// delete reads, filters and deletes in separate steps, and a filter beyond
+// _id scans the lock collection (bounded by the window and the send rate;
+// releases and operator deletes are rare), so the race narrows from a
+// stall to those steps' microseconds.
+func holdsOneOf(lockID string, messageIDs ...string) bson.D {
+	return bson.D{{Key: "_id", Value: lockID}, {Key: "messageId", Value: bson.D{{Key: "$in", Value: messageIDs}}}}
 }
