@@ -205,6 +205,13 @@ func (s *Store) IndexOnce(ctx context.Context, messageID string) error {
 	return s.index(ctx, &m, false)
 }
 
+// maxSlotAttempts bounds one message's tries for a free entry in its feeds.
+// Each lost try means another writer took that entry, so a burst of N
+// concurrent sends to one feed (from several processes) can cost a writer
+// up to N-1 tries; 12 failed under 24 concurrent writers on a loaded
+// machine.
+const maxSlotAttempts = 64
+
 func (s *Store) index(ctx context.Context, m *Message, fresh bool) error {
 	feeds := [3]string{
 		feedKey(m.WorkspaceID, feedWorkspace, m.WorkspaceID),
@@ -224,7 +231,7 @@ func (s *Store) index(ctx context.Context, m *Message, fresh bool) error {
 	withMarker := true
 	lost := [3]int{}
 	for attempt := 0; len(pending) > 0; attempt++ {
-		if attempt >= 12 {
+		if attempt >= maxSlotAttempts {
 			s.fill(ctx, feeds, slots, pending)
 			return msgapi.Unavailable(fmt.Errorf("index message %s: no free slot after %d attempts", m.ID, attempt))
 		}
