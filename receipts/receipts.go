@@ -166,9 +166,10 @@ func (h *Handler) Apply(ctx context.Context, r Receipt) (Outcome, error) {
 			return Outcome{}, msgapi.Unavailable(fmt.Errorf("re-read message %s: %v", r.MessageID, err))
 		}
 	}
-	// The message passed through this receipt's status even if a higher
-	// one was written first: its event too (idempotent by _id).
-	if h.opts.OnStatus != nil && r.Status != m.Status && messages.CanMove(r.Status, m.Status) {
+	// The message passed through (or is at) this receipt's status even if a
+	// higher one was written first, or it was written without an event: its
+	// event too (idempotent by _id, so a repeat records nothing).
+	if h.opts.OnStatus != nil && (r.Status == m.Status || messages.CanMove(r.Status, m.Status)) {
 		passed := m
 		passed.Status = r.Status
 		if err := h.opts.OnStatus(ctx, passed); err != nil {
