@@ -106,17 +106,7 @@ func TestFenceReaperRacesTakeover(t *testing.T) {
 	}
 	clk.Advance(2 * time.Minute) // the lock has expired; the reaper reads it
 	ctx := context.Background()
-	cur, err := e.Store.Collection("message_dedup_locks").Find(ctx, bson.D{{Key: "expiresAt", Value: bson.D{{Key: "$lte", Value: clk.Now()}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var scanned []bson.Raw
-	for cur.Next(ctx) {
-		scanned = append(scanned, append(bson.Raw(nil), cur.Current...))
-	}
-	if len(scanned) != 1 {
-		t.Fatalf("reaper scan found %d expired locks, want 1", len(scanned))
-	}
+	scanned := scanExpired(t, e.Store, "message_dedup_locks", clk.Now())
 	// The window has passed: the same text is sent again, by design, and
 	// the takeover rewrites the lock.
 	second := e.Send(fenceBody)
@@ -146,17 +136,7 @@ func TestFenceReaperRacesKeyTakeover(t *testing.T) {
 	}
 	clk.Advance(25 * time.Hour) // the key has expired; the reaper reads it
 	ctx := context.Background()
-	cur, err := e.Store.Collection("idempotency_keys").Find(ctx, bson.D{{Key: "expiresAt", Value: bson.D{{Key: "$lte", Value: clk.Now()}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var scanned []bson.Raw
-	for cur.Next(ctx) {
-		scanned = append(scanned, append(bson.Raw(nil), cur.Current...))
-	}
-	if len(scanned) != 1 {
-		t.Fatalf("reaper scan found %d expired records, want 1", len(scanned))
-	}
+	scanExpired(t, e.Store, "idempotency_keys", clk.Now())
 	// A day later the key is new: it runs and sends again, by design.
 	first := e.Do(http.MethodPost, "/api/messages", e.Key, fenceBody, hdr)
 	if first.Status != http.StatusOK || first.Header.Get("Idempotent-Replayed") != "" {
@@ -358,6 +338,25 @@ func TestFenceKeyLeaseEndsDuringSlowSend(t *testing.T) {
 		t.Fatalf("retry after the send: %d %s, want the replay of %d %s", later.Status, later.Body, f.Status, f.Body)
 	}
 	wantSends(t, e.Sender, 1)
+}
+
+// scanExpired reads, as the reaper's scan does, the documents of coll
+// expired at now, and wants exactly one.
+func scanExpired(t *testing.T, st *store.Store, coll string, now time.Time) []bson.Raw {
+	t.Helper()
+	ctx := context.Background()
+	cur, err := st.Collection(coll).Find(ctx, bson.D{{Key: "expiresAt", Value: bson.D{{Key: "$lte", Value: now}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scanned []bson.Raw
+	for cur.Next(ctx) {
+		scanned = append(scanned, append(bson.Raw(nil), cur.Current...))
+	}
+	if len(scanned) != 1 {
+		t.Fatalf("the reaper's scan of %s found %d expired documents, want 1", coll, len(scanned))
+	}
+	return scanned
 }
 
 // waitLock waits for e's workspace to hold one dedup lock and returns its id.
