@@ -21,6 +21,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/store"
@@ -335,16 +337,67 @@ func (s *Store) Fence(ctx context.Context, reason string, ids ...string) (won []
 		}
 		return won, nil
 	}
-	now := s.now()
-	docs := make([]any, len(ids))
-	for i, id := range ids {
-		docs[i] = Message{ID: id, Status: StatusTombstone, FenceReason: reason, CreatedAt: now, UpdatedAt: now}
+	won = make([]bool, len(ids))
+	absent := make([]int, 0, len(ids)) // indexes into ids of the tombstones to insert
+	for i := range ids {
+		absent = append(absent, i)
 	}
-	won, err = store.InsertAll(ctx, s.msgs, docs)
+	if s.onlyID && len(ids) > 1 {
+		// On the embedded engine an insert of many documents is one
+		// transaction only when none of them exists; otherwise the engine
+		// inserts them again one by one, a transaction each, all the while
+		// holding the single writer that requests queue for. The ids a
+		// batch fences (the reaper's expired locks) mostly hold their
+		// message already, so read first (reads do not hold the writer) and
+		// insert only the absent ones. A message written in between still
+		// makes its tombstone's insert lose, as without the read.
+		if absent, err = s.absent(ctx, ids); err != nil {
+			return nil, err
+		}
+	}
+	now := s.now()
+	docs := make([]any, len(absent))
+	for j, i := range absent {
+		docs[j] = Message{ID: ids[i], Status: StatusTombstone, FenceReason: reason, CreatedAt: now, UpdatedAt: now}
+	}
+	inserted, err := store.InsertAll(ctx, s.msgs, docs)
 	if err != nil {
 		return nil, msgapi.Unavailable(fmt.Errorf("fence %d message ids: %w", len(ids), err))
 	}
+	for j, i := range absent {
+		won[i] = inserted[j]
+	}
 	return won, nil
+}
+
+// absent returns the indexes of the ids that hold no document, reading
+// them by _id, a few at a time.
+func (s *Store) absent(ctx context.Context, ids []string) ([]int, error) {
+	missing := make([]bool, len(ids))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i, id := range ids {
+		g.Go(func() error {
+			err := s.msgs.FindOne(gctx, byID(id), options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
+			switch {
+			case errors.Is(err, mongo.ErrNoDocuments):
+				missing[i] = true
+			case err != nil:
+				return msgapi.Unavailable(fmt.Errorf("read message %s: %w", id, err))
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var out []int
+	for i, m := range missing {
+		if m {
+			out = append(out, i)
+		}
+	}
+	return out, nil
 }
 
 // FenceAsDuplicate fences id, the message id of a keyed request that was

@@ -147,12 +147,20 @@ func (o *Outbox) pass(ctx context.Context, work chan<- delivery) {
 			break
 		}
 	}
-	if o.opts.Metrics != nil {
+	if o.opts.Metrics != nil && o.now().Sub(o.countedAt) >= backlogEvery {
+		// Counting reads every pending document on the embedded engine, and
+		// a pass runs after every recorded event: so at most every
+		// backlogEvery, not at each pass.
+		o.countedAt = o.now()
 		np, _ := o.pending.CountDocuments(ctx, bson.D{})
 		nd, _ := o.deliveries.CountDocuments(ctx, bson.D{})
 		o.opts.Metrics.WebhookBacklog(np, nd)
 	}
 }
+
+// backlogEvery is how often a dispatcher counts its backlog for the
+// metrics (Prometheus scrapes every 15 s by default).
+const backlogEvery = 10 * time.Second
 
 // enqueue hands d to a worker unless this process is attempting it
 // already; false when the queue is full.

@@ -210,6 +210,7 @@ type Outbox struct {
 	nextSeq                            map[string]int64 // workspace → next free log slot (a hint)
 	inflightMu                         sync.Mutex
 	inflight                           map[string]bool // deliveries being attempted in this process
+	countedAt                          time.Time       // the last backlog count (dispatcher goroutine only)
 }
 
 // New returns an Outbox; Run starts its dispatcher.

@@ -136,13 +136,24 @@ func (s *Store) Reaped() []string {
 // Memory and every statement stay bounded whatever the backlog (the
 // engine's own DeleteMany of every expired document failed with "too many
 // SQL variables" past SQLite's limit).
+//
+// Every command it sends is short, because on the embedded engine each one
+// holds the process's single writer (writegate.go) while requests queue
+// behind it: a batch's insert is one SQLite transaction, a delete command
+// one transaction per document. Between two of its commands the writes
+// that queued meanwhile go first (the queue is first come, first served),
+// so a pass over any backlog costs a request at most one short command's
+// wait, and the pass itself takes as long as the requests leave it room.
 const (
 	ReapRound = 10_000
-	ReapBatch = 1_000
+	ReapBatch = 50
+	// scanBatch documents come in each reply of a round's scan (a read:
+	// it does not hold the writer).
+	scanBatch = 1_000
 	reapPause = 20 * time.Millisecond
-	// deleteChunk ids go in one delete command: a statement each, a few
-	// milliseconds each on the embedded engine.
-	deleteChunk = 200
+	// deleteChunk ids go in one delete command: a statement and a
+	// transaction each, about a millisecond each on the embedded engine.
+	deleteChunk = 10
 	// reapRoundTimeout bounds one round, in place of the store's per-call
 	// timeout, which a round of thousands of deletes would outlast.
 	reapRoundTimeout = 5 * time.Minute
@@ -207,7 +218,7 @@ func (s *Store) reapRound(ctx context.Context, c Collection, now time.Time, f Re
 // expired reads up to ReapRound documents of c expired at now.
 func (s *Store) expired(ctx context.Context, c Collection, now time.Time) ([]bson.Raw, error) {
 	filter := bson.D{{Key: c.ExpiresField, Value: bson.D{{Key: "$lte", Value: now}}}}
-	cur, err := s.Collection(c.Name).Find(ctx, filter, options.Find().SetLimit(ReapRound).SetBatchSize(ReapBatch))
+	cur, err := s.Collection(c.Name).Find(ctx, filter, options.Find().SetLimit(ReapRound).SetBatchSize(scanBatch))
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // IDLookupPlan exposes the query plan check to the external test package.
 func IDLookupPlan(ctx context.Context, s *Store, coll string) (string, error) {
@@ -9,3 +12,24 @@ func IDLookupPlan(ctx context.Context, s *Store, coll string) (string, error) {
 
 // DBOptions exposes dbOptions to the tests.
 var DBOptions = dbOptions
+
+// HoldWriteGate takes s's write slot as a write command would, and returns
+// its release: until then every write of s queues.
+func HoldWriteGate(s *Store) (release func()) {
+	if err := s.gate.acquire(time.Time{}, nil); err != nil {
+		panic(err)
+	}
+	return s.gate.release
+}
+
+// Gate exposes the write gate's queue to the tests.
+type Gate = writeGate
+
+// NewGate returns a write gate of its own.
+var NewGate = newWriteGate
+
+// Acquire waits for g's slot until deadline (none when zero).
+func (g *Gate) Acquire(deadline time.Time) error { return g.acquire(deadline, nil) }
+
+// Release gives g's slot back.
+func (g *Gate) Release() { g.release() }

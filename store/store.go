@@ -69,9 +69,12 @@ type Store struct {
 	RoundTrips *Counter
 
 	embedded *Embedded
-	ferret   bool   // the store is FerretDB (see PushesDownOnlyID)
-	sqlite   string // the embedded engine's database file, when we can reach it
-	log      zerolog.Logger
+	ferret   bool // the store is FerretDB (see PushesDownOnlyID)
+	// gate passes write commands one at a time, in arrival order
+	// (writegate.go); nil on MongoDB.
+	gate *writeGate
+	sqlite       string // the embedded engine's database file, when we can reach it
+	log          zerolog.Logger
 
 	reapMu  sync.Mutex
 	reaped  []Collection // collections without a TTL index, and owned ones
@@ -112,6 +115,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.OpTimeout > 0 {
 		copts.SetTimeout(opts.OpTimeout)
 	}
+	if s.sqlite != "" {
+		// The embedded engine (ours, or one a test shares): writes queue
+		// first come, first served in this process (writegate.go).
+		s.gate = newWriteGate()
+		copts.SetDialer(&gatedDialer{gate: s.gate})
+	}
 	client, err := mongo.Connect(copts)
 	if err != nil {
 		// The driver's parse errors quote pieces of the URI (a bad escape
@@ -149,6 +158,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 // makes the command read the whole collection. Callers keep such filters
 // for MongoDB, where they are atomic and indexed, and read-check instead.
 func (s *Store) PushesDownOnlyID() bool { return s.ferret }
+
+// SerialWrites reports whether this process queues its write commands to
+// the store one at a time, first come, first served: on the embedded
+// engine, whose SQLite admits one writer anyway (writegate.go).
+func (s *Store) SerialWrites() bool { return s.gate != nil }
 
 // dbOptions: on a replica set every write waits for a majority and every
 // read goes to the primary, for every collection, so that nothing a request
