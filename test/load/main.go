@@ -78,6 +78,7 @@ type config struct {
 	clients, leads, unique, resends int
 	storms, stormSize               int
 	keys, replays, raw              int
+	gets, expired, grow, probe      int
 	timeout, requestTimeout         time.Duration
 
 	url, key, storeURI, storeDB string // a running server, when url is set
@@ -97,6 +98,10 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.keys, "keys", 200, "sends with an Idempotency-Key (the replays cycle through them)")
 	fs.IntVar(&c.replays, "replays", 1000, "Idempotency-Key replays")
 	fs.IntVar(&c.raw, "raw", 2000, "raw store inserts in each of the two raw phases")
+	fs.IntVar(&c.gets, "gets", 1000, "GET /api/messages/{id} of the unique messages")
+	fs.IntVar(&c.expired, "expired", 0, "expired dedup locks to seed, then unique sends (-unique/2) while the server's reaper deletes them; 0 skips it")
+	fs.IntVar(&c.grow, "grow", 0, "stored messages to grow to with unique sends before probing latency again (e.g. 100000); 0 skips it")
+	fs.IntVar(&c.probe, "probe", 200, "with -grow: requests of each kind (unique, duplicate, GET) one at a time, on the near-empty store and at -grow")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "bound on the whole run, server build included")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", 30*time.Second, "bound on one request")
 	fs.StringVar(&c.url, "url", "", "base URL of a running msgapi (loopback); empty builds and starts one")
@@ -132,7 +137,8 @@ Loopback addresses only.
 			return c, fmt.Errorf("%s must be at least 1", name)
 		}
 	}
-	for name, n := range map[string]int{"-unique": c.unique, "-resends": c.resends, "-storms": c.storms, "-keys": c.keys, "-replays": c.replays} {
+	for name, n := range map[string]int{"-unique": c.unique, "-resends": c.resends, "-storms": c.storms, "-keys": c.keys, "-replays": c.replays,
+		"-gets": c.gets, "-expired": c.expired, "-grow": c.grow, "-probe": c.probe} {
 		if n < 0 {
 			return c, fmt.Errorf("%s must not be negative", name)
 		}
@@ -144,6 +150,12 @@ Loopback addresses only.
 		return c, errors.New("-resends needs -unique > 0")
 	case c.replays > 0 && c.keys == 0:
 		return c, errors.New("-replays needs -keys > 0")
+	case (c.gets > 0 || c.expired > 0) && c.unique < 2:
+		return c, errors.New("-gets and -expired need -unique of at least 2")
+	case c.grow > 0 && c.probe < 1:
+		return c, errors.New("-grow needs -probe of at least 1")
+	case c.expired > 0 && c.url != "":
+		return c, errors.New("-expired needs the server this tool starts (its reaper runs every second)")
 	case c.timeout <= 0 || c.requestTimeout <= 0:
 		return c, errors.New("-timeout and -request-timeout must be positive")
 	}
@@ -225,7 +237,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	t := target{url: cfg.url, key: cfg.key, storeURI: cfg.storeURI, storeDB: cfg.storeDB}
 	if cfg.url == "" {
-		srv, err := startServer(ctx, stdout, rcv.url(), secret)
+		var env []string
+		if cfg.expired > 0 {
+			env = append(env, "MSGAPI_REAPER_INTERVAL=1s") // the pass starts right after the seeding
+		}
+		srv, err := startServer(ctx, stdout, rcv.url(), secret, env...)
 		if err != nil {
 			return err
 		}

@@ -30,7 +30,7 @@ type server struct {
 // startServer builds ./cmd/msgapi and starts it on the embedded store in a
 // temporary folder, with the SMS provider posting to webhookURL, then
 // creates a workspace through the admin API.
-func startServer(ctx context.Context, stdout io.Writer, webhookURL, secret string) (*server, error) {
+func startServer(ctx context.Context, stdout io.Writer, webhookURL, secret string, env ...string) (*server, error) {
 	root, err := moduleRoot(ctx)
 	if err != nil {
 		return nil, err
@@ -76,6 +76,7 @@ func startServer(ctx context.Context, stdout io.Writer, webhookURL, secret strin
 		"MSGAPI_LOG_LEVEL=warn",
 		"MSGAPI_RATE_LIMIT=0", // measure the server, not the per-workspace rate limit
 	}
+	s.cmd.Env = append(s.cmd.Env, env...)
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	if err := s.cmd.Start(); err != nil {
 		os.RemoveAll(dir)

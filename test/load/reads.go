@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// get is one GET /api/messages/{id}; kind "read" when it answers 200 with
+// that message.
+func (l *load) get(ctx context.Context, id string) answer {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.requestTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.t.url+"/api/messages/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+l.t.key)
+	start := time.Now()
+	res, err := l.client.Do(req)
+	if err != nil {
+		return answer{took: time.Since(start), kind: "error", err: err}
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	a := answer{took: time.Since(start), status: res.StatusCode, body: body, kind: "error", err: err}
+	if err != nil || res.StatusCode != http.StatusOK {
+		return a
+	}
+	var v struct {
+		Message struct {
+			ID string `json:"id"`
+		} `json:"message"`
+	}
+	if a.err = json.Unmarshal(body, &v); a.err == nil && v.Message.ID == id {
+		a.kind, a.messageID = "read", id
+	}
+	return a
+}
+
+// gets reads ids with n clients, each taking the next id when its last
+// read is answered.
+func (l *load) gets(ctx context.Context, ids []string, n int) ([]answer, time.Duration) {
+	answers := make([]answer, len(ids))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range min(n, len(ids)) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= len(ids) {
+					return
+				}
+				answers[i] = l.get(ctx, ids[i])
+			}
+		})
+	}
+	wg.Wait()
+	return answers, time.Since(start)
+}
+
+func (l *load) expectRead(ids []string, answers []answer) {
+	for i, a := range answers {
+		if a.kind != "read" {
+			l.fail("read: %s: want 200 with the message, got %s", ids[i], describe(a))
+		}
+	}
+}
+
+// quiesce waits until the server's event dispatcher has moved every event
+// the run recorded out of outbox_pending (at most -timeout): a phase that
+// measures one request's own cost, or the store's raw rate, should not
+// share the writer with a backlog earlier phases left. It returns how many
+// events were pending and how long they took to drain.
+func (s *rawStore) quiesce(ctx context.Context) (pending int64, took time.Duration, err error) {
+	start := time.Now()
+	coll := s.db.Collection("outbox_pending")
+	for {
+		n, err := coll.EstimatedDocumentCount(ctx)
+		if err != nil {
+			return 0, 0, fmt.Errorf("count pending events: %w", err)
+		}
+		if pending == 0 {
+			pending = n
+		}
+		if n == 0 {
+			return pending, time.Since(start), nil
+		}
+		select {
+		case <-ctx.Done():
+			return pending, time.Since(start), fmt.Errorf("%d events still pending at -timeout", n)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
