@@ -125,26 +125,15 @@ func (o *Outbox) pass(ctx context.Context, work chan<- delivery) {
 	// Processes that share the store take the batch in different orders,
 	// so they split it rather than redo each other's work.
 	rand.Shuffle(len(pend), func(i, j int) { pend[i], pend[j] = pend[j], pend[i] })
-	// A few events at a time: each archive is several short writes in a
-	// row, and on the embedded engine, where writes queue for one writer,
-	// one event at a time would leave the writer idle between them and
-	// fall behind a steady send rate.
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, archiveConcurrency)
 	for _, e := range pend {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			ds, err := o.archive(ctx, e)
-			if err != nil && ctx.Err() == nil {
-				o.log.Warn().Err(err).Str("event", events.WebhookStoreError).Str("eventId", e.ID).Msg("outbox: schedule event")
-			}
-			for _, d := range ds {
-				o.enqueue(d, work)
-			}
-		})
+		ds, err := o.archive(ctx, e)
+		if err != nil && ctx.Err() == nil {
+			o.log.Warn().Err(err).Str("event", events.WebhookStoreError).Str("eventId", e.ID).Msg("outbox: schedule event")
+		}
+		for _, d := range ds {
+			o.enqueue(d, work)
+		}
 	}
-	wg.Wait()
 
 	var due []delivery
 	cur, err := o.deliveries.Find(ctx, bson.D{{Key: "dueAt", Value: bson.D{{Key: "$lte", Value: o.now()}}}}, options.Find().SetLimit(BatchSize))
@@ -168,10 +157,6 @@ func (o *Outbox) pass(ctx context.Context, work chan<- delivery) {
 		o.opts.Metrics.WebhookBacklog(np, nd)
 	}
 }
-
-// archiveConcurrency is how many pending events a dispatcher archives at
-// once.
-const archiveConcurrency = 4
 
 // backlogEvery is how often a dispatcher counts its backlog for the
 // metrics (Prometheus scrapes every 15 s by default).

@@ -70,3 +70,19 @@ func (s *rawStore) waitReaperStarted(ctx context.Context, n int64) error {
 	}
 	return fmt.Errorf("the server's reaper did not start deleting the %d expired locks within a minute", n)
 }
+
+// waitReaped waits up to bound for the reaper to delete every expired
+// lock and returns how many are left and how long it waited.
+func (s *rawStore) waitReaped(ctx context.Context, bound time.Duration) (left int64, waited time.Duration, err error) {
+	start := time.Now()
+	for {
+		if left, err = s.expiredLocks(ctx); err != nil || left == 0 || time.Since(start) > bound {
+			return left, time.Since(start), err
+		}
+		select {
+		case <-ctx.Done():
+			return left, time.Since(start), ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}

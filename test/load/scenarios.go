@@ -462,6 +462,16 @@ func (l *load) duringReap(ctx context.Context, st *rawStore, rep *report, scenar
 	if atEnd == 0 {
 		note += " (the pass ended before the sends did: the row is partly sends without it)"
 	}
+	// The raw phase after this one measures the store alone: let the pass finish first.
+	left, waited, err := st.waitReaped(ctx, 5*time.Minute)
+	if err != nil {
+		return err
+	}
+	if left == 0 {
+		note += fmt.Sprintf("; the pass finished %.0f s after the sends", waited.Seconds())
+	} else {
+		note += fmt.Sprintf("; %d were still left %.0f s after the sends", left, waited.Seconds())
+	}
 	rep.notes = append(rep.notes, note)
 	return nil
 }
