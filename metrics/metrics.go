@@ -166,6 +166,26 @@ func New(opts ...Option) *Metrics {
 	return m
 }
 
+// StoreWriter exports the embedded engine's write queue (store.WriterStats):
+// write commands admitted, seconds they waited for the writer, and seconds
+// the writer was held. rate(busy) near 1 means writes are the limit.
+func (m *Metrics) StoreWriter(stats func() (commands int64, wait, busy time.Duration)) {
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "msgapi_store_writer_commands_total",
+			Help: "Write commands that went through the embedded engine's first-come, first-served writer queue.",
+		}, func() float64 { n, _, _ := stats(); return float64(n) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "msgapi_store_writer_wait_seconds_total",
+			Help: "Seconds write commands spent queued for the embedded engine's writer, summed.",
+		}, func() float64 { _, w, _ := stats(); return w.Seconds() }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "msgapi_store_writer_busy_seconds_total",
+			Help: "Seconds the embedded engine's writer was held by a write command; its rate is the writer's utilisation (1 = saturated).",
+		}, func() float64 { _, _, b := stats(); return b.Seconds() }),
+	)
+}
+
 // Registry is the registry everything is on (tests, extra collectors).
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 

@@ -72,9 +72,9 @@ type Store struct {
 	ferret   bool // the store is FerretDB (see PushesDownOnlyID)
 	// gate passes write commands one at a time, in arrival order
 	// (writegate.go); nil on MongoDB.
-	gate *writeGate
-	sqlite       string // the embedded engine's database file, when we can reach it
-	log          zerolog.Logger
+	gate   *writeGate
+	sqlite string // the embedded engine's database file, when we can reach it
+	log    zerolog.Logger
 
 	reapMu  sync.Mutex
 	reaped  []Collection // collections without a TTL index, and owned ones
@@ -163,6 +163,15 @@ func (s *Store) PushesDownOnlyID() bool { return s.ferret }
 // the store one at a time, first come, first served: on the embedded
 // engine, whose SQLite admits one writer anyway (writegate.go).
 func (s *Store) SerialWrites() bool { return s.gate != nil }
+
+// WriterStats is what queueing the writes has cost (see SerialWrites);
+// zero on MongoDB.
+func (s *Store) WriterStats() WriterStats {
+	if s.gate == nil {
+		return WriterStats{}
+	}
+	return s.gate.stats()
+}
 
 // dbOptions: on a replica set every write waits for a majority and every
 // read goes to the primary, for every collection, so that nothing a request

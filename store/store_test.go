@@ -23,9 +23,13 @@ func TestMain(m *testing.M) { storetest.Main(m) }
 var things = store.Collection{Name: "things", ExpiresField: "expiresAt"}
 
 // The fact every guard in msgapi rests on: of N concurrent inserts of one
-// _id, exactly one wins and the others get a duplicate-key error.
+// _id, exactly one wins and the others get a duplicate-key error. The
+// inserts come through four clients, as from four processes: within one
+// process the embedded engine's writes queue (writegate.go), between
+// processes they meet at the engine.
 func TestConcurrentInsertsOneWinner(t *testing.T) {
 	s := storetest.New(t, things)
+	clients := []*store.Store{s, storetest.Second(t, s), storetest.Second(t, s), storetest.Second(t, s)}
 	ctx := context.Background()
 	for round := 0; round < 5; round++ {
 		const n = 16
@@ -42,7 +46,7 @@ func TestConcurrentInsertsOneWinner(t *testing.T) {
 			go func(i int) {
 				defer wg.Done()
 				<-start
-				_, err := s.Collection("things").InsertOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprintf("k%d", round)}, {Key: "by", Value: i}})
+				_, err := clients[i%len(clients)].Collection("things").InsertOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprintf("k%d", round)}, {Key: "by", Value: i}})
 				mu.Lock()
 				defer mu.Unlock()
 				switch {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/wiremessage"
@@ -31,6 +32,18 @@ import (
 // channel's blocked senders are woken first in, first out.
 type writeGate struct {
 	slot chan struct{}
+	// What the queue cost (WriterStats): commands admitted, nanoseconds
+	// spent waiting for the slot and holding it.
+	admitted, waited, held atomic.Int64
+}
+
+// WriterStats is what the write queue has cost since start-up: how many
+// write commands passed, how long they waited for the writer in all, and
+// how long the writer was held (busy) in all. Busy time over wall time is
+// the writer's utilisation: near 1, writes are the limit.
+type WriterStats struct {
+	Commands   int64
+	Wait, Busy time.Duration
 }
 
 func newWriteGate() *writeGate { return &writeGate{slot: make(chan struct{}, 1)} }
@@ -41,9 +54,12 @@ func newWriteGate() *writeGate { return &writeGate{slot: make(chan struct{}, 1)}
 func (g *writeGate) acquire(deadline time.Time, closed <-chan struct{}) error {
 	select {
 	case g.slot <- struct{}{}:
+		g.admitted.Add(1)
 		return nil
 	default:
 	}
+	start := time.Now()
+	defer func() { g.waited.Add(int64(time.Since(start))) }()
 	var expired <-chan time.Time
 	if !deadline.IsZero() {
 		t := time.NewTimer(time.Until(deadline))
@@ -52,6 +68,7 @@ func (g *writeGate) acquire(deadline time.Time, closed <-chan struct{}) error {
 	}
 	select {
 	case g.slot <- struct{}{}:
+		g.admitted.Add(1)
 		return nil
 	case <-closed:
 		return net.ErrClosed
@@ -61,6 +78,10 @@ func (g *writeGate) acquire(deadline time.Time, closed <-chan struct{}) error {
 }
 
 func (g *writeGate) release() { <-g.slot }
+
+func (g *writeGate) stats() WriterStats {
+	return WriterStats{Commands: g.admitted.Load(), Wait: time.Duration(g.waited.Load()), Busy: time.Duration(g.held.Load())}
+}
 
 // gatedDialer dials the engine and wraps each connection in the gate.
 type gatedDialer struct {
@@ -85,6 +106,7 @@ type gatedConn struct {
 
 	mu            sync.Mutex
 	held          bool      // this connection holds the slot
+	heldSince     time.Time // when it took it
 	writeDeadline time.Time // the driver's, from the operation's context
 	closed        chan struct{}
 	closeOnce     sync.Once
@@ -99,7 +121,7 @@ func (c *gatedConn) Write(p []byte) (int, error) {
 			return 0, err
 		}
 		c.mu.Lock()
-		c.held = true
+		c.held, c.heldSince = true, time.Now()
 		c.mu.Unlock()
 	}
 	n, err := c.Conn.Write(p)
@@ -142,10 +164,11 @@ func (c *gatedConn) Close() error {
 
 func (c *gatedConn) releaseHeld() {
 	c.mu.Lock()
-	held := c.held
+	held, since := c.held, c.heldSince
 	c.held = false
 	c.mu.Unlock()
 	if held {
+		c.gate.held.Add(int64(time.Since(since)))
 		c.gate.release()
 	}
 }

@@ -67,13 +67,22 @@ func TestWritesQueueForTheSlotAndReadsDoNot(t *testing.T) {
 		cancel()
 	}
 	writes := map[string]func(context.Context) error{
-		"insert":      func(ctx context.Context) error { _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: "d"}}); return err },
-		"insert many": func(ctx context.Context) error { _, err := c.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: "e"}}, bson.D{{Key: "_id", Value: "f"}}}); return err },
+		"insert": func(ctx context.Context) error {
+			_, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: "d"}})
+			return err
+		},
+		"insert many": func(ctx context.Context) error {
+			_, err := c.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: "e"}}, bson.D{{Key: "_id", Value: "f"}}})
+			return err
+		},
 		"update": func(ctx context.Context) error {
 			_, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: "a"}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}})
 			return err
 		},
-		"delete": func(ctx context.Context) error { _, err := c.DeleteOne(ctx, bson.D{{Key: "_id", Value: "b"}}); return err },
+		"delete": func(ctx context.Context) error {
+			_, err := c.DeleteOne(ctx, bson.D{{Key: "_id", Value: "b"}})
+			return err
+		},
 		"bulk delete": func(ctx context.Context) error {
 			_, err := c.BulkWrite(ctx, []mongo.WriteModel{mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: "c"}})})
 			return err
@@ -100,6 +109,13 @@ func TestWritesQueueForTheSlotAndReadsDoNot(t *testing.T) {
 	n, err := c.CountDocuments(ctx, bson.D{})
 	if err != nil || n != 4 { // a, d, e, f
 		t.Errorf("%d documents (%v) after the writes, want 4", n, err)
+	}
+	// What the queue cost is counted: every write above (the first insert,
+	// the six that went through and the slot taken by hand; the six that
+	// timed out never got it), their waits and the writer's busy time.
+	w := s.WriterStats()
+	if w.Commands < 8 || w.Wait < time.Duration(len(writes))*150*time.Millisecond || w.Busy <= 0 {
+		t.Errorf("writer stats %+v, want at least 8 commands, %d × 150 ms of waiting and some busy time", w, len(writes))
 	}
 }
 

@@ -345,6 +345,12 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 		log.Info().Strs("collections", st.Reaped()).Dur("interval", c.reaperInterval).Msg("store has no TTL indexes: the reaper deletes expired documents")
 	}
 	st.RoundTrips.Observe(met.StoreCommand)
+	if st.SerialWrites() {
+		met.StoreWriter(func() (int64, time.Duration, time.Duration) {
+			w := st.WriterStats()
+			return w.Commands, w.Wait, w.Busy
+		})
+	}
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
 	// life ends when shutdown gives up on in-flight work.

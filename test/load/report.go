@@ -25,6 +25,9 @@ type phase struct {
 	// the phase; NaN where the store does not count.
 	commands float64
 	kinds    map[string]int // answers by kind
+	// The embedded engine's writer during the phase, when msgapi says.
+	writerUse writerUse
+	hasWriter bool
 }
 
 func phaseOf(name string, clients, roundTrips int, answers []answer, elapsed time.Duration, commands float64) phase {
@@ -157,6 +160,7 @@ func (r *report) print(w io.Writer) {
 	for _, n := range r.notes {
 		fmt.Fprintln(w, n)
 	}
+	r.printWriter(w)
 	r.printGrowth(w)
 	fmt.Fprintf(w, "deliveries: %s\n", r.delivery)
 	if len(r.failures) == 0 {

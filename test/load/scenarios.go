@@ -269,13 +269,17 @@ func (l *load) all(ctx context.Context) (*report, error) {
 	// commands it cost per request as the store itself counted them.
 	var scenario scenarioFunc = func(name string, clients, roundTrips int, send func() ([]answer, time.Duration)) ([]answer, error) {
 		before, counted := st.commands(ctx)
+		w0 := l.writer(ctx)
 		answers, took := send()
+		w1 := l.writer(ctx)
 		after, _ := st.commands(ctx)
 		cmds := math.NaN()
 		if counted && len(answers) > 0 {
 			cmds = float64(after-before) / float64(len(answers))
 		}
-		rep.add(phaseOf(name, clients, roundTrips, answers, took, cmds))
+		p := phaseOf(name, clients, roundTrips, answers, took, cmds)
+		p.writerUse, p.hasWriter = w0.to(w1, took)
+		rep.add(p)
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s: the run did not finish within -timeout %s", name, c.timeout)
 		}
