@@ -183,7 +183,14 @@ func (o *Outbox) enqueue(d delivery, work chan<- delivery) bool {
 // deliveries. Every step is safe to repeat; the pending document goes last.
 func (o *Outbox) archive(ctx context.Context, e event) ([]delivery, error) {
 	e.ExpiresAt = e.CreatedAt.Add(Retention)
-	_, err := o.events.InsertOne(ctx, e)
+	eps, err := o.subscribed(ctx, e.WorkspaceID, e.Type)
+	if err != nil {
+		return nil, err
+	}
+	if len(eps) == 0 {
+		return nil, o.archiveUnsubscribed(ctx, e)
+	}
+	_, err = o.events.InsertOne(ctx, e)
 	if store.IsDuplicateKey(err) {
 		var have event
 		if err := o.events.FindOne(ctx, byID(e.ID)).Decode(&have); err != nil {
@@ -197,10 +204,6 @@ func (o *Outbox) archive(ctx context.Context, e event) ([]delivery, error) {
 		return nil, fmt.Errorf("archive event %s: %w", e.ID, err)
 	}
 	if err := o.appendLog(ctx, e); err != nil {
-		return nil, err
-	}
-	eps, err := o.subscribed(ctx, e.WorkspaceID, e.Type)
-	if err != nil {
 		return nil, err
 	}
 	ids := make([]string, 0, len(eps))
@@ -220,6 +223,38 @@ func (o *Outbox) archive(ctx context.Context, e event) ([]delivery, error) {
 		return ds, fmt.Errorf("delete pending event %s: %w", e.ID, err)
 	}
 	return ds, nil
+}
+
+// archiveUnsubscribed archives an event no endpoint wants, which is most
+// of them: with nothing to schedule, the archive is inserted already
+// marked scheduled, after the log entry, which saves the separate marking
+// write (three writes instead of four, on the embedded engine's single
+// writer). A repeat finds the archive marked and only deletes the pending
+// document; an archive left unmarked by an older process is marked.
+func (o *Outbox) archiveUnsubscribed(ctx context.Context, e event) error {
+	var have event
+	err := o.events.FindOne(ctx, byID(e.ID)).Decode(&have)
+	switch {
+	case err == nil && have.Scheduled:
+	case err == nil || store.IsNotFound(err):
+		if err := o.appendLog(ctx, e); err != nil {
+			return err
+		}
+		e.Scheduled = true
+		_, err := o.events.InsertOne(ctx, e)
+		if store.IsDuplicateKey(err) {
+			_, err = o.events.UpdateOne(ctx, byID(e.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "scheduled", Value: true}}}})
+		}
+		if err != nil {
+			return fmt.Errorf("archive event %s: %w", e.ID, err)
+		}
+	default:
+		return fmt.Errorf("read event %s: %w", e.ID, err)
+	}
+	if _, err := o.pending.DeleteOne(ctx, byID(e.ID)); err != nil {
+		return fmt.Errorf("delete pending event %s: %w", e.ID, err)
+	}
+	return nil
 }
 
 // schedule creates the automatic delivery of e to an endpoint, due now. A
