@@ -114,8 +114,10 @@ func TestWritesQueueForTheSlotAndReadsDoNot(t *testing.T) {
 	// the six that went through and the slot taken by hand; the six that
 	// timed out never got it), their waits and the writer's busy time.
 	w := s.WriterStats()
-	if w.Commands < 8 || w.Wait < time.Duration(len(writes))*150*time.Millisecond || w.Busy <= 0 {
-		t.Errorf("writer stats %+v, want at least 8 commands, %d × 150 ms of waiting and some busy time", w, len(writes))
+	// (Each timed-out write queued for most of its 150 ms; the driver spent
+	// the rest before writing.)
+	if w.Commands < 8 || w.Wait < time.Duration(len(writes))*100*time.Millisecond || w.Busy <= 0 {
+		t.Errorf("writer stats %+v, want at least 8 commands, %d × 100 ms of waiting and some busy time", w, len(writes))
 	}
 }
 
