@@ -45,6 +45,9 @@ func (g *Guard) Reap(ctx context.Context, now time.Time, docs []bson.Raw) (int64
 				CreatedAt: now, ExpiresAt: now.Add(g.o.Window),
 			}
 		}
+		if err := g.o.Store.Yield(ctx); err != nil { // requests' writes first (store.Yield)
+			return total, err
+		}
 		if _, err := g.o.Fence(ctx, reasonReaped, holders...); err != nil {
 			return total, fmt.Errorf("fence holders of expired locks: %w", err)
 		}

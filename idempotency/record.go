@@ -193,6 +193,9 @@ func (k *Keys) Reap(ctx context.Context, now time.Time, docs []bson.Raw) (int64,
 				commits = append(commits, r.CommitID)
 			}
 		}
+		if err := k.store.Yield(ctx); err != nil { // requests' writes first (store.Yield)
+			return total, err
+		}
 		if len(commits) > 0 && k.commits != nil {
 			if _, err := k.commits.Fence(ctx, "idempotency_reaped", commits...); err != nil {
 				return total, fmt.Errorf("fence commits of expired idempotency records: %w", err)

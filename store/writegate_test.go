@@ -222,3 +222,39 @@ func waitQueued(t *testing.T, n int) {
 	}
 	t.Fatalf("%d writers never queued", n)
 }
+
+// Background work yields to queued request writes: while one waits, Yield
+// waits too (up to its bound); with nobody queued it returns at once.
+func TestYieldWaitsForQueuedWrites(t *testing.T) {
+	s := storetest.New(t, things)
+	if !s.SerialWrites() {
+		t.Skip("MongoDB: no write gate")
+	}
+	ctx := context.Background()
+	if err := s.Yield(ctx); err != nil {
+		t.Fatal(err)
+	}
+	release := store.HoldWriteGate(s)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Collection("things").InsertOne(ctx, bson.D{{Key: "_id", Value: "queued"}})
+		done <- err
+	}()
+	waitQueued(t, 1)
+	start := time.Now()
+	if err := s.Yield(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited < 100*time.Millisecond {
+		t.Errorf("Yield returned after %s with a write queued, want its whole bound of 100 ms", waited)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.Yield(cancelled); !errors.Is(err, context.Canceled) {
+		t.Errorf("Yield with a cancelled context: %v", err)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
