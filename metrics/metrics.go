@@ -143,7 +143,7 @@ func New(opts ...Option) *Metrics {
 		}),
 		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "msgapi_webhook_backlog",
-			Help: "Event webhook backlog at the dispatcher's last pass: kind=events (recorded, not yet scheduled), kind=deliveries (scheduled, not yet finished: due now or waiting for a retry).",
+			Help: "Event webhook backlog, counted every 10 s up to 10000 (then: at least): kind=events (recorded, not yet scheduled), kind=deliveries (scheduled, not yet finished: due now or waiting for a retry).",
 		}, []string{"kind"}),
 		loki: &lokiCollector{
 			dropped: prometheus.NewDesc("msgapi_loki_lines_dropped_total",

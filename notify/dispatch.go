@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/msgapi/msgapi"
@@ -152,10 +153,28 @@ func (o *Outbox) pass(ctx context.Context, work chan<- delivery) {
 		// a pass runs after every recorded event: so at most every
 		// backlogEvery, not at each pass.
 		o.countedAt = o.now()
-		np, _ := o.pending.CountDocuments(ctx, bson.D{})
-		nd, _ := o.deliveries.CountDocuments(ctx, bson.D{})
-		o.opts.Metrics.WebhookBacklog(np, nd)
+		o.opts.Metrics.WebhookBacklog(countUpTo(ctx, o.pending), countUpTo(ctx, o.deliveries))
 	}
+}
+
+// backlogCap bounds a backlog count: past it the gauge says backlogCap
+// ("at least"), and a count never reads more than that many documents.
+const backlogCap = 10_000
+
+// countUpTo counts coll's documents up to backlogCap with a find of their
+// _ids whose limit the embedded engine pushes down to SQL (an empty
+// filter), where a count would read every document.
+func countUpTo(ctx context.Context, coll *mongo.Collection) int64 {
+	cur, err := coll.Find(ctx, bson.D{}, options.Find().SetLimit(backlogCap).SetBatchSize(backlogCap).SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return 0
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	var n int64
+	for cur.Next(ctx) {
+		n++
+	}
+	return n
 }
 
 // backlogEvery is how often a dispatcher counts its backlog for the
