@@ -14,7 +14,7 @@ import (
 // Sends during a reaper pass (-expired): the store gets -expired dedup
 // locks whose window ended five minutes ago, each naming a message the run
 // sent (what locks left by traffic older than the window look like), and
-// the server, which this tool starts with a reaper every second, deletes
+// the server, which this tool starts with a reaper every 10 s, deletes
 // them through its claims while unique sends are measured.
 
 const locksCollection = "message_dedup_locks"
