@@ -29,7 +29,9 @@ import (
 // for one lock there.
 
 // writeGate admits one write command at a time, in arrival order: a Go
-// channel's blocked senders are woken first in, first out.
+// channel's blocked senders are woken first in, first out, and a release
+// (a receive from the full one-slot buffer) moves the longest waiter's
+// value straight into the buffer, so a newcomer never jumps the queue.
 type writeGate struct {
 	slot chan struct{}
 	// What the queue cost (WriterStats): commands admitted, nanoseconds
