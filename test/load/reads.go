@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -43,23 +41,7 @@ func (l *load) get(ctx context.Context, id string) answer {
 // gets reads ids with n clients, each taking the next id when its last
 // read is answered.
 func (l *load) gets(ctx context.Context, ids []string, n int) ([]answer, time.Duration) {
-	answers := make([]answer, len(ids))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range min(n, len(ids)) {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= len(ids) {
-					return
-				}
-				answers[i] = l.get(ctx, ids[i])
-			}
-		})
-	}
-	wg.Wait()
-	return answers, time.Since(start)
+	return inParallel(ctx, ids, n, l.get)
 }
 
 func (l *load) expectRead(ids []string, answers []answer) {

@@ -129,18 +129,24 @@ func (l *load) do(ctx context.Context, r request) answer {
 // pool sends reqs with n clients, each taking the next request when its
 // last one is answered.
 func (l *load) pool(ctx context.Context, reqs []request, n int) ([]answer, time.Duration) {
-	answers := make([]answer, len(reqs))
+	return inParallel(ctx, reqs, n, l.do)
+}
+
+// inParallel runs do on each item with n clients, each taking the next
+// item when its last one is answered, and returns the answers in order.
+func inParallel[T any](ctx context.Context, items []T, n int, do func(context.Context, T) answer) ([]answer, time.Duration) {
+	answers := make([]answer, len(items))
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
-	for range min(n, len(reqs)) {
+	for range min(n, len(items)) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				i := int(next.Add(1)) - 1
-				if i >= len(reqs) {
+				if i >= len(items) {
 					return
 				}
-				answers[i] = l.do(ctx, reqs[i])
+				answers[i] = do(ctx, items[i])
 			}
 		})
 	}
