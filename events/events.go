@@ -71,3 +71,21 @@ const (
 	ReceiptDuplicate        = "receipt.duplicate"
 	ReceiptSignatureInvalid = "receipt.signature_invalid"
 )
+
+// Consent (package consent and the send path).
+const (
+	// ConsentOptedOut: an address was put on a workspace's suppression
+	// list; source = keyword | provider | unsubscribe | api.
+	ConsentOptedOut = "consent.opted_out"
+	// ConsentOptedIn: an address was taken off it (START, DELETE).
+	ConsentOptedIn = "consent.opted_in"
+	// ConsentHelp: an inbound HELP/INFO was recorded.
+	ConsentHelp = "consent.help"
+	// ConsentReplySent / ConsentReplyFailed: the one confirmation reply
+	// to a keyword.
+	ConsentReplySent   = "consent.reply_sent"
+	ConsentReplyFailed = "consent.reply_failed"
+	// Suppressed: a send to a suppressed recipient was refused before
+	// any provider call; its message is final with status suppressed.
+	Suppressed = "message.api.suppressed"
+)
