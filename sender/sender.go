@@ -67,7 +67,15 @@ type Result struct {
 	Status            Status
 	ProviderMessageID string
 	Error             string
+	// Code is a stable machine code for a refusal the caller acts on
+	// (CodeOptedOut), empty otherwise.
+	Code string
 }
+
+// CodeOptedOut: the provider refused because the recipient opted out of
+// messages from this sender (Twilio 21610). The caller puts the address on
+// its suppression list; the message ends failed.
+const CodeOptedOut = "recipient_opted_out"
 
 func failed(format string, args ...any) Result {
 	return Result{Status: Failed, Error: fmt.Sprintf(format, args...)}

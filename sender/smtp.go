@@ -25,6 +25,11 @@ type SMTPOptions struct {
 	// on the same host and for tests).
 	TLS     string
 	Timeout time.Duration // bound on one call, connection included; 0 means 10 s
+	// Unsubscribe, when set, returns the HTTPS one-click unsubscribe URL
+	// of a message's recipient; every email then carries List-Unsubscribe
+	// and List-Unsubscribe-Post: List-Unsubscribe=One-Click (RFC 8058).
+	// An error fails the message before anything is sent.
+	Unsubscribe func(m Message) (string, error)
 }
 
 // SMTP sends email through an SMTP server with go-mail.
@@ -42,6 +47,7 @@ type SMTP struct {
 	mode               string
 	tlsConfig          *tls.Config
 	timeout            time.Duration
+	unsubscribe        func(m Message) (string, error)
 }
 
 var smtpPorts = map[string]int{"starttls": 587, "tls": 465, "none": 25}
@@ -79,9 +85,10 @@ func NewSMTP(o SMTPOptions) (*SMTP, error) {
 	return &SMTP{
 		host: o.Host, port: o.Port, from: o.From,
 		username: o.Username, password: o.Password,
-		mode:      o.TLS,
-		tlsConfig: &tls.Config{ServerName: o.Host, MinVersion: tls.VersionTLS12},
-		timeout:   timeout,
+		mode:        o.TLS,
+		tlsConfig:   &tls.Config{ServerName: o.Host, MinVersion: tls.VersionTLS12},
+		timeout:     timeout,
+		unsubscribe: o.Unsubscribe,
 	}, nil
 }
 
@@ -213,6 +220,17 @@ func (s *SMTP) compose(m Message) (*mail.Msg, error) {
 	msg.SetMessageIDWithValue(m.ID + "@msgapi")
 	msg.SetDate()
 	msg.SetUserAgent(userAgent)
+	if s.unsubscribe != nil {
+		u, err := s.unsubscribe(m)
+		if err != nil {
+			return nil, fmt.Errorf("unsubscribe URL: %w", err)
+		}
+		// RFC 8058 section 3.1: an HTTPS URI in List-Unsubscribe and exactly
+		// this List-Unsubscribe-Post; the POST carries nothing else that
+		// identifies the recipient, so the URL itself must.
+		msg.SetGenHeader(mail.HeaderListUnsubscribe, "<"+u+">")
+		msg.SetGenHeader(mail.HeaderListUnsubscribePost, "List-Unsubscribe=One-Click")
+	}
 	msg.SetBodyString(mail.TypeTextPlain, bodyWithLinks(m))
 	return msg, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"mime/quotedprintable"
 	"net"
@@ -289,5 +290,47 @@ func TestSMTPCancelledContext(t *testing.T) {
 	}
 	if got.Status != Unknown {
 		t.Errorf("Send = %+v, want Unknown (the data reached the server)", got)
+	}
+}
+
+// Every email carries the RFC 8058 one-click headers when the provider has
+// an unsubscribe URL maker; the URL is the recipient's, unfolded intact.
+func TestSMTPListUnsubscribe(t *testing.T) {
+	box := &mailbox{}
+	long := "https://api.example.com/u/" + strings.Repeat("Ab9_-", 30)
+	var asked []string
+	s := newTestSMTP(t, SMTPOptions{Port: startSMTP(t, box, "none", nil), TLS: "none",
+		Unsubscribe: func(m Message) (string, error) { asked = append(asked, m.RecipientEmail); return long, nil }}, nil)
+	if got := s.Send(context.Background(), testMessage()); got.Status != Sent {
+		t.Fatalf("Send = %+v, want Sent", got)
+	}
+	_, accepted := box.counts()
+	if len(accepted) != 1 {
+		t.Fatalf("server accepted %d messages, want 1", len(accepted))
+	}
+	msg, err := netmail.ReadMessage(bytes.NewReader(accepted[0].data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lu := strings.Join(strings.Fields(msg.Header.Get("List-Unsubscribe")), "")
+	if lu != "<"+long+">" {
+		t.Errorf("List-Unsubscribe = %q, want <%s>", msg.Header.Get("List-Unsubscribe"), long)
+	}
+	if got := msg.Header.Get("List-Unsubscribe-Post"); got != "List-Unsubscribe=One-Click" {
+		t.Errorf("List-Unsubscribe-Post = %q", got)
+	}
+	if len(asked) != 1 || asked[0] != "lead@example.com" {
+		t.Errorf("unsubscribe URL asked for %v", asked)
+	}
+
+	// No maker, no headers; a maker that fails fails the message unsent.
+	box2 := &mailbox{}
+	s2 := newTestSMTP(t, SMTPOptions{Port: startSMTP(t, box2, "none", nil), TLS: "none",
+		Unsubscribe: func(Message) (string, error) { return "", errors.New("no key") }}, nil)
+	if got := s2.Send(context.Background(), testMessage()); got.Status != Failed {
+		t.Errorf("Send with a failing URL maker = %+v, want Failed", got)
+	}
+	if _, acc := box2.counts(); len(acc) != 0 {
+		t.Errorf("server accepted %d messages, want 0", len(acc))
 	}
 }

@@ -117,7 +117,11 @@ func (t *Twilio) Send(ctx context.Context, m Message) Result {
 		_ = json.Unmarshal(reply, &r) // accepted is accepted, even without a readable sid
 		return Result{Status: Sent, ProviderMessageID: r.SID}
 	case status >= 400 && status < 500:
-		return failed("twilio replied %d: %s", status, twilioError(reply))
+		r := failed("twilio replied %d: %s", status, twilioError(reply))
+		if optedOut(reply) {
+			r.Code = CodeOptedOut
+		}
+		return r
 	default:
 		return unknown("twilio replied %d: %s", status, snippet(reply))
 	}
@@ -133,6 +137,21 @@ func twilioError(reply []byte) string {
 		return snippet(reply)
 	}
 	return fmt.Sprintf("code %d: %s", e.Code, snippet([]byte(e.Message)))
+}
+
+// twilioOptedOut are the Twilio error codes that mean "this recipient
+// opted out of your messages": 21610, "Attempt to send to unsubscribed
+// recipient" (the recipient replied STOP to this sender or Messaging
+// Service; https://www.twilio.com/docs/api/errors/21610). Carrier-side
+// blocks that may have other causes (30004 "Message blocked", WhatsApp's
+// 63014) arrive as delivery receipts and are not read as an opt-out.
+var twilioOptedOut = map[int]bool{21610: true}
+
+func optedOut(reply []byte) bool {
+	var e struct {
+		Code int `json:"code"`
+	}
+	return json.Unmarshal(reply, &e) == nil && twilioOptedOut[e.Code]
 }
 
 // StatusCallbackURL is the callback URL of one message: base with the

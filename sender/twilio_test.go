@@ -61,6 +61,7 @@ func TestTwilioSend(t *testing.T) {
 		want       Status
 		wantID     string
 		wantErrHas []string
+		wantCode   string
 	}{
 		{name: "queued", status: 201, reply: `{"sid":"SM0123456789abcdef0123456789abcdef","status":"queued"}`,
 			want: Sent, wantID: "SM0123456789abcdef0123456789abcdef"},
@@ -68,6 +69,8 @@ func TestTwilioSend(t *testing.T) {
 			want: Sent, wantID: "SM1"},
 		{name: "invalid number", status: 400, reply: `{"code":21211,"message":"The 'To' number is not a valid phone number.","more_info":"https://www.twilio.com/docs/errors/21211","status":400}`,
 			want: Failed, wantErrHas: []string{"400", "21211", "The 'To' number is not a valid phone number."}},
+		{name: "opted out", status: 400, reply: `{"code":21610,"message":"Attempt to send to unsubscribed recipient","more_info":"https://www.twilio.com/docs/errors/21610","status":400}`,
+			want: Failed, wantErrHas: []string{"400", "21610"}, wantCode: CodeOptedOut},
 		{name: "server error", status: 500, reply: `{"code":20500,"message":"Internal Server Error","status":500}`,
 			want: Unknown, wantErrHas: []string{"500"}},
 	}
@@ -90,6 +93,9 @@ func TestTwilioSend(t *testing.T) {
 
 			if got.Status != tc.want || got.ProviderMessageID != tc.wantID {
 				t.Errorf("Send = %+v, want status %s, provider id %q", got, tc.want, tc.wantID)
+			}
+			if got.Code != tc.wantCode {
+				t.Errorf("Code = %q, want %q", got.Code, tc.wantCode)
 			}
 			for _, s := range tc.wantErrHas {
 				if !strings.Contains(got.Error, s) {
