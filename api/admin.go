@@ -214,3 +214,11 @@ func (s *Server) revokeKey(c echo.Context) error {
 	logger(c).Info().Str("event", events.WorkspaceKeyRevoked).Str("workspaceId", id).Str("keyId", keyID).Msg("API key revoked")
 	return c.NoContent(http.StatusNoContent)
 }
+
+// ptr is s as a JSON string, or null when empty.
+func ptr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/msgapi/msgapi/api/apitest"
-	"github.com/msgapi/msgapi/messages"
+	"github.com/msgapi/msgapi/send"
 )
 
 // Benchmarks of the send path. The handler benchmarks run a real server
@@ -34,13 +34,13 @@ func BenchmarkParseSendRequest(b *testing.B) {
 		body []byte
 	}{{"small", small}, {"16KiB-metadata", large}} {
 		b.Run(fmt.Sprintf("%s-%dB", bc.name, len(bc.body)), func(b *testing.B) {
-			if _, err := messages.ParseSendRequest(bc.body, "US"); err != nil {
+			if _, err := send.ParseRequest(bc.body, "US"); err != nil {
 				b.Fatal(err)
 			}
 			b.SetBytes(int64(len(bc.body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				_, _ = messages.ParseSendRequest(bc.body, "US")
+				_, _ = send.ParseRequest(bc.body, "US")
 			}
 		})
 	}

@@ -31,7 +31,7 @@ func (s *Server) listMessages(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page, err := s.opts.Send.Messages.List(c.Request().Context(), WorkspaceID(c), q)
+	page, err := s.opts.Messages.List(c.Request().Context(), WorkspaceID(c), q)
 	if err != nil {
 		return err
 	}
@@ -40,7 +40,7 @@ func (s *Server) listMessages(c echo.Context) error {
 
 // getLead is GET /api/leads/{id}.
 func (s *Server) getLead(c echo.Context) error {
-	l, err := s.opts.Send.Messages.GetLead(c.Request().Context(), WorkspaceID(c), c.Param("id"))
+	l, err := s.opts.Messages.GetLead(c.Request().Context(), WorkspaceID(c), c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func (s *Server) findLeads(c echo.Context) error {
 		case len(vals) != 1:
 			errs = append(errs, msgapi.FieldError{Field: name, Message: "give it once"})
 		case name == "phone":
-			p, err := contact.NormalizePhone(vals[0], s.opts.Send.DefaultRegion)
+			p, err := contact.NormalizePhone(vals[0], s.opts.Send.DefaultRegion())
 			if err != nil {
 				errs = append(errs, msgapi.FieldError{Field: name, Message: err.Error()})
 			}
@@ -82,7 +82,7 @@ func (s *Server) findLeads(c echo.Context) error {
 	if len(errs) > 0 {
 		return &msgapi.Error{Code: msgapi.CodeInvalid, Message: "the query has invalid parameters; see errors", Fields: errs}
 	}
-	l, found, err := s.opts.Send.Messages.FindLead(c.Request().Context(), WorkspaceID(c), phone, email)
+	l, found, err := s.opts.Messages.FindLead(c.Request().Context(), WorkspaceID(c), phone, email)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func (s *Server) findLeads(c echo.Context) error {
 // GET /api/messages?conversationId={id} — their cursors are interchangeable.
 func (s *Server) getConversation(c echo.Context) error {
 	ctx := c.Request().Context()
-	conv, err := s.opts.Send.Messages.GetConversation(ctx, WorkspaceID(c), c.Param("id"))
+	conv, err := s.opts.Messages.GetConversation(ctx, WorkspaceID(c), c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func (s *Server) getConversation(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page, err := s.opts.Send.Messages.List(ctx, WorkspaceID(c), q)
+	page, err := s.opts.Messages.List(ctx, WorkspaceID(c), q)
 	if err != nil {
 		return err
 	}

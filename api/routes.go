@@ -3,6 +3,7 @@ package api
 import (
 	"github.com/labstack/echo/v4"
 
+	"github.com/msgapi/msgapi/idempotency"
 	"github.com/msgapi/msgapi/openapi"
 )
 
@@ -19,11 +20,9 @@ func (s *Server) routes(e *echo.Echo) {
 	openapi.Register(e) // GET /openapi.yaml, GET /docs
 
 	api := e.Group("/api", s.authenticate)
-	send := []echo.MiddlewareFunc{s.rateLimit, readBody} // 429 before any store work
-	if s.opts.Idempotency != nil {
-		send = append(send, s.opts.Idempotency) // after auth, before validation and the guard
-	}
-	api.POST("/messages", s.sendMessage, send...)
+	// 429 before any store work; the Idempotency-Key layer after auth and
+	// before validation and the guard (keyed).
+	api.POST("/messages", s.keyed(s.sendMessage), s.rateLimit, readBody)
 	api.GET("/messages/:id", s.getMessage)
 	api.GET("/messages", s.listMessages)
 	api.GET("/leads", s.findLeads)
@@ -52,5 +51,16 @@ func (s *Server) routes(e *echo.Echo) {
 
 	if s.opts.Extra != nil {
 		s.opts.Extra(e)
+	}
+}
+
+// keyed applies the Idempotency-Key layer to h, when there is one.
+func (s *Server) keyed(h idempotency.Handler) echo.HandlerFunc {
+	if s.opts.Idempotency != nil {
+		return s.opts.Idempotency.Wrap(h)
+	}
+	return func(c echo.Context) error {
+		_, err := h(c, "")
+		return err
 	}
 }

@@ -1,20 +1,22 @@
-// Package api is msgapi's HTTP surface. It composes the other packages: it
-// authenticates, reads and limits bodies, runs the Idempotency-Key
-// middleware, validates, asks the duplicate guard, writes the domain records
-// and hands the message to its channel's sender. Every error becomes an RFC
-// 9457 problem document in one place (errors.go).
+// Package api is msgapi's HTTP surface. It authenticates, reads and limits
+// bodies, runs the Idempotency-Key layer and hands a send to package send,
+// which validates, asks the duplicate guard, writes the domain records and
+// calls the channel's sender. Every error becomes an RFC 9457 problem
+// document in one place (errors.go).
 package api
 
 import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
+	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/idempotency"
+	"github.com/msgapi/msgapi/messages"
 	"github.com/msgapi/msgapi/notify"
 	"github.com/msgapi/msgapi/ratelimit"
 	"github.com/msgapi/msgapi/store"
@@ -28,10 +30,12 @@ type Options struct {
 	Workspaces *workspace.Store
 	// AdminToken enables /admin/* when non-empty (Bearer AdminToken).
 	AdminToken string
-	// Send is the send path's dependencies (messages.go).
-	Send SendOptions
-	// Idempotency wraps POST /api/messages; nil disables the header.
-	Idempotency echo.MiddlewareFunc
+	// Send is the send path (POST /api/messages, DELETE /api/dedup-locks).
+	Send SendPath
+	// Messages is read by the GET routes (read.go).
+	Messages *messages.Store
+	// Idempotency guards POST /api/messages; nil disables the header.
+	Idempotency *idempotency.Keys
 	// Outbox enables the event webhook routes; nil leaves them out.
 	Outbox *notify.Outbox
 	// Extra lets other capabilities add their routes (webhooks, metrics).
@@ -46,25 +50,24 @@ type Options struct {
 	OnRateLimited func(route string)
 }
 
+// SendPath is the send path: package send's Service. It is an interface so
+// that api depends on none of the send path's internals (go list -deps
+// ./api has no guard).
+type SendPath interface {
+	// Send validates body and sends it once; commitID is the message id
+	// an Idempotency-Key claim names ("" without one).
+	Send(ctx context.Context, ws workspace.Workspace, body []byte, commitID string) (msgapi.Answer, error)
+	// DeleteLock frees a dedup lock of the workspace.
+	DeleteLock(ctx context.Context, workspaceID, lockID string) error
+	// DefaultRegion is the region of phone numbers without a country code.
+	DefaultRegion() string
+}
+
 // Server holds the handlers' dependencies.
 type Server struct {
 	opts Options
 	log  zerolog.Logger
 	echo *echo.Echo
-
-	inflight sync.Map // message id → workspace id, from the message insert to its recorded outcome
-}
-
-// InFlight lists the messages written but whose outcome is not recorded
-// yet, as "workspaceId/messageId": what a shutdown that runs out of time
-// abandons to the outcome sweeper.
-func (s *Server) InFlight() []string {
-	var out []string
-	s.inflight.Range(func(k, v any) bool {
-		out = append(out, v.(string)+"/"+k.(string))
-		return true
-	})
-	return out
 }
 
 // New returns the HTTP handler with every route mounted.

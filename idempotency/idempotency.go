@@ -12,7 +12,7 @@
 // inserts a takeover document named after that generation, which exactly one
 // request can do.
 //
-// Only responses of requests that reached the send stage (MarkSendStage)
+// Only responses of requests that reached the send stage (Handler)
 // and ended below 500 are stored. A request that stopped before it releases
 // the key, so a corrected retry runs. A 5xx after the send stage keeps the
 // claim until its lease ends: the message may already exist, so an
@@ -32,7 +32,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -155,33 +154,14 @@ func New(o Options) *Keys {
 	return k
 }
 
-// stage is the per-request holder MarkSendStage sets, with the commit id
-// the request's claim names.
-type stage struct {
-	reached  atomic.Bool
-	commitID string
-}
-
-type stageKey struct{}
-
-// MarkSendStage records that the request reached the send stage: its
-// message document is written, so its response must be stored and a retry
-// must never run it again. It is a no-op for requests without the header.
-func MarkSendStage(ctx context.Context) {
-	if s, ok := ctx.Value(stageKey{}).(*stage); ok {
-		s.reached.Store(true)
-	}
-}
-
-// CommitID is the commit id (message id) that the request's claim names,
-// for the handler to write its message under; "" for a request without an
+// Handler is a route the key layer guards (Wrap). commitID is the commit
+// id (message id) that the request's claim names, for the handler to
+// write its commit point under; "" for a request without an
 // Idempotency-Key (or without Options.Commits), which allocates its own.
-func CommitID(ctx context.Context) string {
-	if s, ok := ctx.Value(stageKey{}).(*stage); ok {
-		return s.commitID
-	}
-	return ""
-}
+// sendStage reports whether the request reached the send stage: its
+// commit point is written, so its response must be stored and a retry must
+// never run it again.
+type Handler func(c echo.Context, commitID string) (sendStage bool, err error)
 
 // request is what the middleware knows about the request at hand.
 type request struct {
@@ -191,20 +171,21 @@ type request struct {
 	log             *zerolog.Logger
 }
 
-// Middleware applies the Idempotency-Key header. Mount it after
-// authentication and body reading, before validation.
+// Wrap applies the Idempotency-Key header to h. Mount the result after
+// authentication and body reading; h validates.
 //
 // Round trips: no header 0; replay, 409 and 422 1; a request that runs 4
 // (read, claim insert, then the takeover insert on its own claim and the
 // write that stores or releases it); a request that takes over a dead or
 // expired record 5 (the claim is a takeover insert plus a rewrite); a request
 // that loses a claim or takeover race 3 (read, insert, read again).
-func (k *Keys) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
+func (k *Keys) Wrap(h Handler) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		vals := r.Header.Values(Header)
 		if len(vals) == 0 {
-			return next(c)
+			_, err := h(c, "")
+			return err
 		}
 		if len(vals) > 1 {
 			return invalidKey("send one Idempotency-Key header, not several")
@@ -240,7 +221,7 @@ func (k *Keys) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			return writeReplay(c, replay)
 		}
 		k.outcome("executed")
-		return k.run(c, next, q, claim)
+		return k.run(c, h, q, claim)
 	}
 }
 
@@ -256,11 +237,10 @@ func writeReplay(c echo.Context, rec *record) error {
 	return err
 }
 
-// run calls next while holding claim, then stores the response or releases
+// run calls h while holding claim, then stores the response or releases
 // the claim.
-func (k *Keys) run(c echo.Context, next echo.HandlerFunc, q request, claim record) error {
-	st := &stage{commitID: claim.CommitID}
-	c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), stageKey{}, st)))
+func (k *Keys) run(c echo.Context, h Handler, q request, claim record) error {
+	var sendStage bool
 	res := c.Response()
 	w := &capture{ResponseWriter: res.Writer}
 	res.Writer = w
@@ -269,18 +249,21 @@ func (k *Keys) run(c echo.Context, next echo.HandlerFunc, q request, claim recor
 		defer func() {
 			// A panic is settled like any failure: the claim is released
 			// before the send stage and kept after it (a retry after the
-			// lease answers from the message). The panic goes on up, to the
-			// server's own recovery, which answers 500 and logs the stack.
+			// lease answers from the message). The handler returned
+			// nothing, so its commit point says which: the claim is
+			// released only when nothing was committed under its id. The
+			// panic goes on up, to the server's own recovery, which answers
+			// 500 and logs the stack.
 			if r := recover(); r != nil {
 				ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), finishTimeout)
 				defer cancel()
-				if !st.reached.Load() {
+				if !k.committed(ctx, claim) {
 					k.release(ctx, q, claim)
 				}
 				panic(r)
 			}
 		}()
-		err = next(c)
+		sendStage, err = h(c, claim.CommitID)
 		if err != nil {
 			c.Error(err) // render now, so the response is complete and captured
 		}
@@ -290,7 +273,7 @@ func (k *Keys) run(c echo.Context, next echo.HandlerFunc, q request, claim recor
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), finishTimeout)
 	defer cancel()
 	switch {
-	case !st.reached.Load():
+	case !sendStage:
 		k.release(ctx, q, claim)
 	case w.status == 0 || w.status >= 500 || w.overflow:
 		q.event(zerolog.WarnLevel, "").Int("status", w.status).Bool("overflow", w.overflow).
@@ -299,6 +282,18 @@ func (k *Keys) run(c echo.Context, next echo.HandlerFunc, q request, claim recor
 		k.complete(ctx, q, claim, w)
 	}
 	return err
+}
+
+// committed reports whether the request of claim, whose handler panicked,
+// reached the send stage: anything but nothing (or a tombstone) under its
+// commit id. A store that cannot tell counts as committed, so that the key
+// is kept until its lease ends and a retry then settles it.
+func (k *Keys) committed(ctx context.Context, claim record) bool {
+	if claim.CommitID == "" || k.commits == nil {
+		return false
+	}
+	res, err := k.commits.Resolve(ctx, claim.CommitID)
+	return err != nil || (res.State != CommitMissing && res.State != CommitFenced)
 }
 
 // acquire decides the request: a claim to run under, a completed record to

@@ -156,7 +156,7 @@ func newApp(t *testing.T) *app {
 			return next(c)
 		}
 	}
-	e.POST(path, a.send, withLogger, auth, readBody, keys.Middleware)
+	e.POST(path, keys.Wrap(a.send), withLogger, auth, readBody)
 	a.srv = httptest.NewServer(e)
 	t.Cleanup(a.srv.Close)
 	return a
@@ -164,7 +164,7 @@ func newApp(t *testing.T) *app {
 
 // send is the handler. {"text": ...} is required; "fail" answers 500 after
 // the send stage, "unavailable" a 503 before it.
-func (a *app) send(c echo.Context) error {
+func (a *app) send(c echo.Context, _ string) (sendStage bool, err error) {
 	call := a.calls.Add(1)
 	var req struct {
 		Text        string `json:"text"`
@@ -172,22 +172,21 @@ func (a *app) send(c echo.Context) error {
 		Unavailable bool   `json:"unavailable"`
 	}
 	if err := json.NewDecoder(c.Request().Body).Decode(&req); err != nil || req.Text == "" {
-		return &msgapi.Error{Code: msgapi.CodeInvalid, Message: "text is required", Fields: []msgapi.FieldError{{Field: "text", Message: "required"}}}
+		return false, &msgapi.Error{Code: msgapi.CodeInvalid, Message: "text is required", Fields: []msgapi.FieldError{{Field: "text", Message: "required"}}}
 	}
 	if req.Unavailable {
-		return msgapi.Unavailable(errors.New("store down"))
+		return false, msgapi.Unavailable(errors.New("store down"))
 	}
 	if a.hold != nil {
 		a.hold(call)
 	}
 	time.Sleep(a.delay)
 	// The message document is written here: from now on a retry must not send.
-	idempotency.MarkSendStage(c.Request().Context())
 	a.sends.Add(1)
 	if req.Fail {
-		return errors.New("sender crashed after the message was written")
+		return true, errors.New("sender crashed after the message was written")
 	}
-	return c.JSON(http.StatusCreated, map[string]any{"success": true, "id": msgapi.NewID("msg"), "text": req.Text})
+	return true, c.JSON(http.StatusCreated, map[string]any{"success": true, "id": msgapi.NewID("msg"), "text": req.Text})
 }
 
 var statusOf = map[msgapi.Code]int{

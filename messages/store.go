@@ -1,5 +1,6 @@
 // Package messages owns the domain records of the send path — leads,
-// conversations and messages — and the validation of a send request.
+// conversations and messages. Package send validates a send request and
+// decides when these records are written.
 //
 // Identity decides races: a lead's _id is a hash of (workspace, contact
 // identifier) and a conversation's a hash of (workspace, address), so
@@ -30,6 +31,30 @@ import (
 
 // Collections used by this package.
 var Collections = []store.Collection{{Name: "leads"}, {Name: "conversations"}, {Name: "messages"}, {Name: IndexCollection}}
+
+// The channels a message can be sent on.
+const (
+	ChannelSMS      = "sms"
+	ChannelIMessage = "imessage"
+	ChannelEmail    = "email"
+)
+
+// Attachment is a file the provider fetches and attaches; the API never
+// downloads it itself.
+type Attachment struct {
+	URL         string `json:"url" bson:"url"`
+	Filename    string `json:"filename,omitempty" bson:"filename,omitempty"`
+	ContentType string `json:"contentType,omitempty" bson:"contentType,omitempty"`
+}
+
+// CRMRefs are the caller's CRM identifiers for a lead, stored on the lead and
+// echoed back. They are opaque to msgapi.
+type CRMRefs struct {
+	GHLContactID  string `json:"ghlContactId,omitempty" bson:"ghlContactId,omitempty"`
+	GHLLocationID string `json:"ghlLocationId,omitempty" bson:"ghlLocationId,omitempty"`
+	HSContactID   string `json:"hsContactId,omitempty" bson:"hsContactId,omitempty"`
+	HSPortalID    string `json:"hsPortalId,omitempty" bson:"hsPortalId,omitempty"`
+}
 
 // Lead is one contact of a workspace: one phone number or one email address.
 type Lead struct {

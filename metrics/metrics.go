@@ -8,7 +8,7 @@
 // globals), so two servers in one test process never collide.
 //
 // Sources: an echo middleware (requests, latency), the send path through
-// api.SendMetrics (sends, duplicates), the store's round-trip monitor
+// send.Metrics (sends, duplicates), the store's round-trip monitor
 // (store.Counter.Observe), the log stream itself (Events: one counter per
 // event name, which is how guard errors and Idempotency-Key replays and
 // conflicts are counted without those packages knowing about metrics), and
@@ -234,10 +234,10 @@ func methodLabel(method string) string {
 	return "other"
 }
 
-// Sent counts one send outcome (api.SendMetrics).
+// Sent counts one send outcome (send.Metrics).
 func (m *Metrics) Sent(channel, status string) { m.sends.WithLabelValues(channel, status).Inc() }
 
-// Duplicate counts one send stopped by the duplicate guard (api.SendMetrics).
+// Duplicate counts one send stopped by the duplicate guard (send.Metrics).
 func (m *Metrics) Duplicate(mode string) { m.duplicates.WithLabelValues(mode).Inc() }
 
 // Idempotency counts one Idempotency-Key outcome. It is the hook for the

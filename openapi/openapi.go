@@ -6,7 +6,7 @@
 // response shape, with nullability and required keys exact enough that the
 // whole-system contract test (test/contract_test.go) fails when the server
 // answers anything the document does not allow. The request schema is the
-// schema-expressible part of messages.ParseSendRequest, and a test proves
+// schema-expressible part of send.ParseRequest, and a test proves
 // the two agree; what a schema cannot say is listed in the document's own
 // description. The page reads the served document, so it can never
 // disagree with it; its Errors section, rendered here from

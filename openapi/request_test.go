@@ -14,10 +14,10 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 
 	"github.com/msgapi/msgapi"
-	"github.com/msgapi/msgapi/messages"
+	"github.com/msgapi/msgapi/send"
 )
 
-// One source of truth for request validation: messages.ParseSendRequest is
+// One source of truth for request validation: send.ParseRequest is
 // the rule, and the SendRequest schema must say the same thing wherever a
 // schema can. These tests feed the same bodies to both and hold them to
 //
@@ -134,14 +134,14 @@ func (v *validator) schema(body []byte) error {
 // want is the gap the caller expects ("" for agreement).
 func (v *validator) verdict(body []byte) (schemaErr, parseErr error, gaps map[gap]bool, problem string) {
 	schemaErr = v.schema(body)
-	_, parseErr = messages.ParseSendRequest(body, "US")
+	_, parseErr = send.ParseRequest(body, "US")
 	switch {
 	case parseErr == nil && schemaErr != nil:
-		return schemaErr, parseErr, nil, "ParseSendRequest accepts it but the schema rejects it"
+		return schemaErr, parseErr, nil, "send.ParseRequest accepts it but the schema rejects it"
 	case parseErr != nil && schemaErr == nil:
 		var e *msgapi.Error
 		if !errors.As(parseErr, &e) {
-			return schemaErr, parseErr, nil, "ParseSendRequest returned a non-domain error"
+			return schemaErr, parseErr, nil, "send.ParseRequest returned a non-domain error"
 		}
 		gaps = map[gap]bool{}
 		if len(e.Fields) == 0 {
@@ -154,7 +154,7 @@ func (v *validator) verdict(body []byte) (schemaErr, parseErr error, gaps map[ga
 		for _, fe := range e.Fields {
 			g := gapOf(fe)
 			if g == "" {
-				return schemaErr, parseErr, gaps, "the schema accepts it but ParseSendRequest rejects " + fe.Field + " (" + fe.Message + ") for a rule the schema could state, or one the document does not list"
+				return schemaErr, parseErr, gaps, "the schema accepts it but send.ParseRequest rejects " + fe.Field + " (" + fe.Message + ") for a rule the schema could state, or one the document does not list"
 			}
 			gaps[g] = true
 		}
@@ -230,7 +230,7 @@ func raw(s string) json.RawMessage { return json.RawMessage(s) }
 type agreementCase struct {
 	name string
 	body string
-	ok   bool // ParseSendRequest accepts it
+	ok   bool // send.ParseRequest accepts it
 	gap  gap  // when set: the schema accepts, the parser rejects, for this documented rule
 }
 
@@ -371,7 +371,7 @@ func TestSendRequestSchemaAgreesWithParser(t *testing.T) {
 				t.Fatalf("%s\n schema: %v\n parser: %v\n body: %.300s", problem, schemaErr, parseErr, tc.body)
 			}
 			if got := parseErr == nil; got != tc.ok && tc.gap == "" {
-				t.Fatalf("ParseSendRequest accepts=%v, want %v: %v", got, tc.ok, parseErr)
+				t.Fatalf("send.ParseRequest accepts=%v, want %v: %v", got, tc.ok, parseErr)
 			}
 			if tc.gap == "" {
 				if (schemaErr == nil) != (parseErr == nil) {

@@ -24,6 +24,7 @@ import (
 	"github.com/msgapi/msgapi/messages"
 	"github.com/msgapi/msgapi/notify"
 	"github.com/msgapi/msgapi/ratelimit"
+	"github.com/msgapi/msgapi/send"
 	"github.com/msgapi/msgapi/sender"
 	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/store/storetest"
@@ -156,23 +157,26 @@ func New(t testing.TB, o Options) *Env {
 		snd = &CountingSender{}
 	}
 	ms := messages.NewStore(st)
-	g := guard.New(guard.Options{Store: st, Window: o.Window, Wait: o.DedupWait, Lease: o.DedupLease, Now: o.Now, Sibling: api.SiblingReader(ms), Fence: ms.Fence})
-	idem := idempotency.New(idempotency.Options{Store: st, Lease: o.IdemLease, Now: o.Now, WorkspaceID: api.WorkspaceID, Body: api.Body, Commits: api.Commits{Messages: ms}})
+	g := guard.New(guard.Options{Store: st, Window: o.Window, Wait: o.DedupWait, Lease: o.DedupLease, Now: o.Now, Sibling: send.Sibling(ms), Fence: ms.Fence})
+	idem := idempotency.New(idempotency.Options{Store: st, Lease: o.IdemLease, Now: o.Now, WorkspaceID: api.WorkspaceID, Body: api.Body, Commits: send.Commits{Messages: ms}})
 	wss := workspace.NewStore(st, time.Minute)
-	opts := api.Options{
-		Log: log, Store: st, Workspaces: wss, AdminToken: AdminToken,
-		Idempotency: idem.Middleware,
-		Limiter:     cmp.Or[api.RateLimiter](o.Limiter, ratelimit.New(ratelimit.Options{})), RateLimit: o.RateLimit, OnRateLimited: o.OnRateLimited,
-		Send: api.SendOptions{Messages: ms, Guard: g, DefaultRegion: "US",
-			Senders: map[string]api.Sender{"sms": snd, "imessage": snd, "email": snd}},
-	}
+	so := send.Options{Messages: ms, Guard: g, DefaultRegion: "US",
+		Senders: map[string]send.Sender{"sms": snd, "imessage": snd, "email": snd}}
 	var ob *notify.Outbox
 	if o.Events {
 		ob = notify.New(notify.Options{Store: st, Log: log})
 		ms.OnOutcome(ob.RecordMessage)
-		opts.Send.OnDuplicate, opts.Outbox = ob.RecordDuplicate, ob
+		so.OnDuplicate = ob.RecordDuplicate
 	}
-	srv := api.New(opts)
+	sends, err := send.New(so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := api.New(api.Options{
+		Log: log, Store: st, Workspaces: wss, AdminToken: AdminToken,
+		Send: sends, Messages: ms, Idempotency: idem, Outbox: ob,
+		Limiter: cmp.Or[api.RateLimiter](o.Limiter, ratelimit.New(ratelimit.Options{})), RateLimit: o.RateLimit, OnRateLimited: o.OnRateLimited,
+	})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	e := &Env{t: t, Store: st, URL: hs.URL, Sender: snd, Logs: logs, Guard: g, Workspaces: wss, Outbox: ob}

@@ -24,10 +24,10 @@ import (
 	"github.com/msgapi/msgapi/messages"
 	"github.com/msgapi/msgapi/metrics"
 	"github.com/msgapi/msgapi/notify"
-	"github.com/msgapi/msgapi/outcome"
 	"github.com/msgapi/msgapi/ratelimit"
 	"github.com/msgapi/msgapi/receipts"
 	"github.com/msgapi/msgapi/secrets"
+	"github.com/msgapi/msgapi/send"
 	"github.com/msgapi/msgapi/sender"
 	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/workspace"
@@ -222,9 +222,9 @@ func openStore(ctx context.Context, c config, log zerolog.Logger) (*store.Store,
 }
 
 // buildSenders picks each channel's provider from the settings.
-func buildSenders(c config, log zerolog.Logger) (map[string]api.Sender, error) {
+func buildSenders(c config, log zerolog.Logger) (map[string]send.Sender, error) {
 	v := c.v
-	out := map[string]api.Sender{}
+	out := map[string]send.Sender{}
 	allowed := map[string][]string{"sms": {"log", "webhook", "twilio"}, "imessage": {"log", "webhook"}, "email": {"log", "webhook", "smtp"}}
 	for _, ch := range []string{"sms", "imessage", "email"} {
 		env := "MSGAPI_SENDER_" + strings.ToUpper(ch)
@@ -237,7 +237,7 @@ func buildSenders(c config, log zerolog.Logger) (map[string]api.Sender, error) {
 			return nil, fmt.Errorf("%s=%q: choose one of %s", env, name, strings.Join(allowed[ch], ", "))
 		}
 		var (
-			s   api.Sender
+			s   send.Sender
 			err error
 		)
 		switch name {
@@ -383,9 +383,9 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 		RelaySecret: v["MSGAPI_WEBHOOK_SECRET"], PublicBaseURL: v.str("MSGAPI_PUBLIC_URL"), TrustedProxies: c.proxies, OnStatus: outbox.RecordMessage})
 	g := guard.New(guard.Options{Store: st, Window: c.dedupWindow, Wait: c.dedupWait, Lease: c.dedupLease,
 		RefuseOnStoreError: v.str("MSGAPI_DEDUP_ON_STORE_ERROR") == "refuse",
-		Sibling:            api.SiblingReader(ms), Fence: ms.Fence, Now: c.testClock()})
+		Sibling:            send.Sibling(ms), Fence: ms.Fence, Now: c.testClock()})
 	// Lost outcomes become unknown: at start-up, then every interval.
-	sweeper := outcome.New(outcome.Options{Messages: ms, Holders: g.Holders, After: c.sendTimeout + c.outcomeMargin, Log: log, Lost: met.OutcomeLost})
+	sweeper := send.NewSweeper(send.SweeperOptions{Messages: ms, Holders: g.Holders, After: c.sendTimeout + c.outcomeMargin, Log: log, Lost: met.OutcomeLost})
 	go sweeper.Run(bg, c.sweepInterval)
 	// Inbound webhooks: MongoDB decides; Redis, when set, only answers
 	// redeliveries of completed events sooner.
@@ -402,7 +402,13 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 		log.Info().Msg("inbound webhooks: Redis fast path enabled; rate limits shared by every process (MSGAPI_REDIS_URL)")
 	}
 	webhooks := inbound.New(hooks)
-	idem := idempotency.New(idempotency.Options{Store: st, TTL: c.idemTTL, Lease: c.idemLease, WorkspaceID: api.WorkspaceID, Body: api.Body, Outcome: met.Idempotency, Commits: api.Commits{Messages: ms}, Now: c.testClock()})
+	idem := idempotency.New(idempotency.Options{Store: st, TTL: c.idemTTL, Lease: c.idemLease, WorkspaceID: api.WorkspaceID, Body: api.Body, Outcome: met.Idempotency, Commits: send.Commits{Messages: ms}, Now: c.testClock()})
+
+	sends, err := send.New(send.Options{Messages: ms, Guard: g, Senders: senders, DefaultRegion: v.str("MSGAPI_DEFAULT_REGION"), Metrics: met, Lifetime: life,
+		OnDuplicate: outbox.RecordDuplicate})
+	if err != nil {
+		return err
+	}
 
 	defer ws.Wait() // the last lastUsedAt writes, before the store closes
 	srv := api.New(api.Options{
@@ -410,12 +416,12 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 		Store:       st,
 		Workspaces:  ws,
 		AdminToken:  c.adminToken,
-		Idempotency: idem.Middleware,
-		Send: api.SendOptions{Messages: ms, Guard: g, Senders: senders, DefaultRegion: v.str("MSGAPI_DEFAULT_REGION"), Metrics: met, Lifetime: life,
-			OnDuplicate: outbox.RecordDuplicate},
-		Outbox:     outbox,
-		Middleware: []echo.MiddlewareFunc{met.Middleware},
-		Limiter:    limiter, RateLimit: c.rateLimit, OnRateLimited: met.RateLimited,
+		Idempotency: idem,
+		Send:        sends,
+		Messages:    ms,
+		Outbox:      outbox,
+		Middleware:  []echo.MiddlewareFunc{met.Middleware},
+		Limiter:     limiter, RateLimit: c.rateLimit, OnRateLimited: met.RateLimited,
 		Extra: func(e *echo.Echo) {
 			met.Mount(e)      // GET /metrics
 			webhooks.Mount(e) // POST /api/webhooks/{workspaceId}/{channel}
@@ -456,7 +462,7 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		giveUp()
-		log.Error().Err(err).Strs("abandoned", srv.InFlight()).
+		log.Error().Err(err).Strs("abandoned", sends.InFlight()).
 			Msg("shutdown timeout passed with requests in flight; their messages are left for the outcome sweeper")
 	}
 	stopBG()

@@ -1,4 +1,6 @@
-// Package outcome turns lost provider outcomes into "unknown".
+package send
+
+// The outcome sweeper turns lost provider outcomes into "unknown".
 //
 // A message is written (status sending) before its provider is called and
 // its outcome is recorded after. A process that dies in between — kill -9,
@@ -17,7 +19,6 @@
 // (every guarded send of the last window names its message there) and
 // reads each by _id, once per process; a message it has seen final is not
 // read again.
-package outcome
 
 import (
 	"context"
@@ -34,8 +35,8 @@ import (
 // LostError is the error recorded on a message whose outcome was lost.
 const LostError = "outcome lost: the process ended during the provider call"
 
-// Options configure New.
-type Options struct {
+// SweeperOptions configure NewSweeper.
+type SweeperOptions struct {
 	Messages *messages.Store
 	// Holders lists the messages that may still be sending (guard.Holders).
 	Holders func(ctx context.Context) ([]guard.Holder, error)
@@ -51,16 +52,16 @@ type Options struct {
 
 // Sweeper decides lost outcomes. Safe for concurrent use.
 type Sweeper struct {
-	o Options
+	o SweeperOptions
 
 	mu      sync.Mutex
 	settled map[string]time.Time // message id → when it stops being a candidate
 }
 
-// New returns a Sweeper. Messages, Holders and After are required.
-func New(o Options) *Sweeper {
+// NewSweeper returns a Sweeper. Messages, Holders and After are required.
+func NewSweeper(o SweeperOptions) *Sweeper {
 	if o.Messages == nil || o.Holders == nil || o.After <= 0 {
-		panic("outcome.New: Messages, Holders and After are required")
+		panic("send.NewSweeper: Messages, Holders and After are required")
 	}
 	if o.Now == nil {
 		o.Now = time.Now

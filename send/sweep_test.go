@@ -1,4 +1,4 @@
-package outcome_test
+package send_test
 
 import (
 	"context"
@@ -12,10 +12,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/msgapi/msgapi"
-	"github.com/msgapi/msgapi/api"
 	"github.com/msgapi/msgapi/guard"
 	"github.com/msgapi/msgapi/messages"
-	"github.com/msgapi/msgapi/outcome"
+	"github.com/msgapi/msgapi/send"
 	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/store/storetest"
 )
@@ -28,15 +27,15 @@ type env struct {
 	g     *guard.Guard
 	logs  *strings.Builder
 	lost  atomic.Int64
-	sweep *outcome.Sweeper
+	sweep *send.Sweeper
 }
 
 func newEnv(t testing.TB) *env {
 	st := storetest.New(t, append(append([]store.Collection{}, messages.Collections...), guard.Collections...)...)
 	ms := messages.NewStore(st)
 	e := &env{st: st, ms: ms, logs: &strings.Builder{}}
-	e.g = guard.New(guard.Options{Store: st, Sibling: api.SiblingReader(ms), Fence: ms.Fence})
-	e.sweep = outcome.New(outcome.Options{Messages: ms, Holders: e.g.Holders, After: 10 * time.Second,
+	e.g = guard.New(guard.Options{Store: st, Sibling: send.Sibling(ms), Fence: ms.Fence})
+	e.sweep = send.NewSweeper(send.SweeperOptions{Messages: ms, Holders: e.g.Holders, After: 10 * time.Second,
 		Log: zerolog.New(e.logs), Lost: func() { e.lost.Add(1) }})
 	return e
 }
@@ -85,7 +84,7 @@ func TestSweepMarksLostOutcomesUnknown(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("Sweep = %d, %v; want 1", n, err)
 	}
-	if st, er := e.status(t, lost); st != messages.StatusUnknown || er != outcome.LostError {
+	if st, er := e.status(t, lost); st != messages.StatusUnknown || er != send.LostError {
 		t.Errorf("lost message: %s %q, want unknown with the lost-outcome error", st, er)
 	}
 	if st, _ := e.status(t, young); st != messages.StatusSending {
@@ -139,7 +138,7 @@ func BenchmarkSweepPass(b *testing.B) {
 			for range b.N {
 				// A fresh sweeper each time: a process's first pass, the
 				// most expensive (it reads every live lock's message).
-				s := outcome.New(outcome.Options{Messages: e.ms, Holders: e.g.Holders, After: 10 * time.Second, Log: zerolog.Nop()})
+				s := send.NewSweeper(send.SweeperOptions{Messages: e.ms, Holders: e.g.Holders, After: 10 * time.Second, Log: zerolog.Nop()})
 				if _, err := s.Sweep(ctx); err != nil {
 					b.Fatal(err)
 				}

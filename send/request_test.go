@@ -1,4 +1,4 @@
-package messages
+package send
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/messages"
 )
 
 // reqDoc returns the JSON of a valid sms request changed by kv: pairs of a key
@@ -57,7 +58,7 @@ type reqCase struct {
 
 // reqRun runs a table: a case succeeds with get(result) == want, or fails
 // with exactly the wanted fields.
-func reqRun(t *testing.T, cases []reqCase, get func(SendRequest) any) {
+func reqRun(t *testing.T, cases []reqCase, get func(Request) any) {
 	t.Helper()
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,21 +66,21 @@ func reqRun(t *testing.T, cases []reqCase, get func(SendRequest) any) {
 			if tt.noRegion {
 				region = ""
 			}
-			got, err := ParseSendRequest(tt.body, region)
+			got, err := ParseRequest(tt.body, region)
 			if tt.fields == nil {
 				if err != nil {
-					t.Fatalf("ParseSendRequest(%s) = %v, fields %v; want success", tt.body, err, reqFields(err))
+					t.Fatalf("ParseRequest(%s) = %v, fields %v; want success", tt.body, err, reqFields(err))
 				}
 				if diff := cmp.Diff(tt.want, get(got)); diff != "" {
-					t.Errorf("ParseSendRequest(%s) mismatch (-want +got):\n%s", tt.body, diff)
+					t.Errorf("ParseRequest(%s) mismatch (-want +got):\n%s", tt.body, diff)
 				}
 				return
 			}
 			if diff := cmp.Diff(tt.fields, reqFieldNames(t, err)); diff != "" {
-				t.Errorf("ParseSendRequest(%s) fields (-want +got):\n%s", tt.body, diff)
+				t.Errorf("ParseRequest(%s) fields (-want +got):\n%s", tt.body, diff)
 			}
 			if err != nil && got.Channel != "" {
-				t.Errorf("got %+v with an error, want the zero SendRequest", got)
+				t.Errorf("got %+v with an error, want the zero Request", got)
 			}
 		})
 	}
@@ -118,11 +119,11 @@ func reqFieldNames(t *testing.T, err error) []string {
 	return names
 }
 
-func TestParseSendRequestChannel(t *testing.T) {
+func TestParseRequestChannel(t *testing.T) {
 	reqRun(t, []reqCase{
-		{name: "sms", body: reqDoc(), want: ChannelSMS},
-		{name: "imessage", body: reqDoc("channel", `"imessage"`), want: ChannelIMessage},
-		{name: "email", body: reqEmailDoc(), want: ChannelEmail},
+		{name: "sms", body: reqDoc(), want: messages.ChannelSMS},
+		{name: "imessage", body: reqDoc("channel", `"imessage"`), want: messages.ChannelIMessage},
+		{name: "email", body: reqEmailDoc(), want: messages.ChannelEmail},
 		{name: "missing", body: reqDoc("channel", ""), fields: []string{"channel"}},
 		{name: "empty", body: reqDoc("channel", `""`), fields: []string{"channel"}},
 		{name: "null", body: reqDoc("channel", `null`), fields: []string{"channel"}},
@@ -132,18 +133,18 @@ func TestParseSendRequestChannel(t *testing.T) {
 		{name: "array", body: reqDoc("channel", `["sms"]`), fields: []string{"channel"}},
 		// Without a channel, no recipient is required, so only channel is reported.
 		{name: "missing with no recipient", body: reqDoc("channel", "", "recipientPhone", ""), fields: []string{"channel"}},
-	}, func(r SendRequest) any { return r.Channel })
+	}, func(r Request) any { return r.Channel })
 }
 
-func TestParseSendRequestChannelMessage(t *testing.T) {
-	_, err := ParseSendRequest(reqDoc("channel", ""), "US")
+func TestParseRequestChannelMessage(t *testing.T) {
+	_, err := ParseRequest(reqDoc("channel", ""), "US")
 	want := []msgapi.FieldError{{Field: "channel", Message: `is required: one of "sms", "imessage", "email"`}}
 	if diff := cmp.Diff(want, reqFields(err)); diff != "" {
 		t.Errorf("fields (-want +got):\n%s", diff)
 	}
 }
 
-func TestParseSendRequestRecipientPhone(t *testing.T) {
+func TestParseRequestRecipientPhone(t *testing.T) {
 	reqRun(t, []reqCase{
 		{name: "formatted", body: reqDoc("recipientPhone", `"+1 (555) 010-0000"`), want: "+15550100000"},
 		{name: "national uses region", body: reqDoc("recipientPhone", `"555-010-0000"`), want: "+15550100000"},
@@ -160,10 +161,10 @@ func TestParseSendRequestRecipientPhone(t *testing.T) {
 		{name: "blank for sms", body: reqDoc("recipientPhone", `" "`), fields: []string{"recipientPhone"}},
 		{name: "invalid on email channel", body: reqEmailDoc("recipientPhone", `"12"`), fields: []string{"recipientPhone"}},
 		{name: "invalid with leadId", body: reqDoc("recipientPhone", `"abc"`, "leadId", `"lead_1"`), fields: []string{"recipientPhone"}},
-	}, func(r SendRequest) any { return r.RecipientPhone })
+	}, func(r Request) any { return r.RecipientPhone })
 }
 
-func TestParseSendRequestRecipientEmail(t *testing.T) {
+func TestParseRequestRecipientEmail(t *testing.T) {
 	reqRun(t, []reqCase{
 		{name: "lower-cased", body: reqEmailDoc("recipientEmail", `" Ada@Example.COM "`), want: "ada@example.com"},
 		{name: "kept on sms channel", body: reqDoc("recipientEmail", `"ADA@example.com"`), want: "ada@example.com"},
@@ -177,10 +178,10 @@ func TestParseSendRequestRecipientEmail(t *testing.T) {
 		{name: "invalid on sms channel", body: reqDoc("recipientEmail", `"nope"`), fields: []string{"recipientEmail"}},
 		{name: "boolean", body: reqEmailDoc("recipientEmail", `true`), fields: []string{"recipientEmail"}},
 		{name: "invalid with leadId", body: reqEmailDoc("recipientEmail", `"nope"`, "leadId", `"lead_1"`), fields: []string{"recipientEmail"}},
-	}, func(r SendRequest) any { return r.RecipientEmail })
+	}, func(r Request) any { return r.RecipientEmail })
 }
 
-func TestParseSendRequestRecipientRequired(t *testing.T) {
+func TestParseRequestRecipientRequired(t *testing.T) {
 	phone, email, lead := `"+15550100000"`, `"ada@example.com"`, `"lead_1"`
 	doc := func(channel, phone, email, lead string) []byte {
 		return reqDoc("channel", reqQuote(channel), "recipientPhone", phone, "recipientEmail", email, "leadId", lead)
@@ -202,13 +203,13 @@ func TestParseSendRequestRecipientRequired(t *testing.T) {
 		{name: "imessage with invalid email only", body: doc("imessage", "", `"x"`, ""), fields: []string{"recipientEmail"}},
 		// A bad leadId is the error to fix; the lead would supply the phone.
 		{name: "sms with invalid leadId", body: doc("sms", "", "", `"a\nb"`), fields: []string{"leadId"}},
-	}, func(r SendRequest) any {
+	}, func(r Request) any {
 		p, e := r.DeliveryAddress()
 		return addr{p, e}
 	})
 }
 
-func TestParseSendRequestLeadID(t *testing.T) {
+func TestParseRequestLeadID(t *testing.T) {
 	reqRun(t, []reqCase{
 		{name: "given", body: reqDoc("leadId", `"lead_123"`), want: "lead_123"},
 		{name: "128 bytes", body: reqDoc("leadId", reqQuote(strings.Repeat("a", 128))), want: strings.Repeat("a", 128)},
@@ -218,10 +219,10 @@ func TestParseSendRequestLeadID(t *testing.T) {
 		{name: "newline", body: reqDoc("leadId", `"a\nb"`), fields: []string{"leadId"}},
 		{name: "NUL", body: reqDoc("leadId", `"a\u0000b"`), fields: []string{"leadId"}},
 		{name: "number", body: reqDoc("leadId", `123`), fields: []string{"leadId"}},
-	}, func(r SendRequest) any { return r.LeadID })
+	}, func(r Request) any { return r.LeadID })
 }
 
-func TestParseSendRequestBody(t *testing.T) {
+func TestParseRequestBody(t *testing.T) {
 	runes := func(s string, n int) string { return strings.Repeat(s, n) }
 	reqRun(t, []reqCase{
 		{name: "plain", body: reqDoc("body", `"Hello"`), want: "Hello"},
@@ -243,10 +244,10 @@ func TestParseSendRequestBody(t *testing.T) {
 		{name: "email over 64 KiB", body: reqEmailDoc("body", reqQuote(runes("a", 64<<10+1))), fields: []string{"body"}},
 		{name: "imessage over 64 KiB", body: reqDoc("channel", `"imessage"`, "body", reqQuote(runes("a", 64<<10+1))), fields: []string{"body"}},
 		{name: "unknown channel over 64 KiB", body: reqDoc("channel", `"fax"`, "body", reqQuote(runes("a", 64<<10+1))), fields: []string{"channel", "body"}},
-	}, func(r SendRequest) any { return r.Body })
+	}, func(r Request) any { return r.Body })
 }
 
-func TestParseSendRequestSubject(t *testing.T) {
+func TestParseRequestSubject(t *testing.T) {
 	reqRun(t, []reqCase{
 		{name: "email", body: reqEmailDoc("subject", `"Your order"`), want: "Your order"},
 		{name: "email without", body: reqEmailDoc(), want: ""},
@@ -262,38 +263,38 @@ func TestParseSendRequestSubject(t *testing.T) {
 		{name: "CR", body: reqEmailDoc("subject", `"Hi\rthere"`), fields: []string{"subject"}},
 		{name: "NUL", body: reqEmailDoc("subject", `"Hi\u0000"`), fields: []string{"subject"}},
 		{name: "number", body: reqEmailDoc("subject", `1`), fields: []string{"subject"}},
-	}, func(r SendRequest) any { return r.Subject })
+	}, func(r Request) any { return r.Subject })
 }
 
-func TestParseSendRequestAttachments(t *testing.T) {
+func TestParseRequestAttachments(t *testing.T) {
 	att := func(url string) string { return fmt.Sprintf(`{"url":%s}`, reqQuote(url)) }
 	list := func(items ...string) string { return "[" + strings.Join(items, ",") + "]" }
 	ten := make([]string, 10)
-	tenWant := make([]Attachment, 10)
+	tenWant := make([]messages.Attachment, 10)
 	for i := range ten {
 		ten[i] = att(fmt.Sprintf("https://cdn.example.com/%d.png", i))
-		tenWant[i] = Attachment{URL: fmt.Sprintf("https://cdn.example.com/%d.png", i)}
+		tenWant[i] = messages.Attachment{URL: fmt.Sprintf("https://cdn.example.com/%d.png", i)}
 	}
 	reqRun(t, []reqCase{
-		{name: "absent", body: reqDoc(), want: []Attachment(nil)},
-		{name: "null", body: reqDoc("attachments", `null`), want: []Attachment(nil)},
-		{name: "empty", body: reqDoc("attachments", `[]`), want: []Attachment(nil)},
+		{name: "absent", body: reqDoc(), want: []messages.Attachment(nil)},
+		{name: "null", body: reqDoc("attachments", `null`), want: []messages.Attachment(nil)},
+		{name: "empty", body: reqDoc("attachments", `[]`), want: []messages.Attachment(nil)},
 		{
 			name: "full",
 			body: reqDoc("attachments", `[{"url":"https://cdn.example.com/a.pdf?sig=1","filename":"Quote 2024.pdf","contentType":"application/pdf","extra":1}]`),
-			want: []Attachment{{URL: "https://cdn.example.com/a.pdf?sig=1", Filename: "Quote 2024.pdf", ContentType: "application/pdf"}},
+			want: []messages.Attachment{{URL: "https://cdn.example.com/a.pdf?sig=1", Filename: "Quote 2024.pdf", ContentType: "application/pdf"}},
 		},
 		{
 			name: "optional fields null or empty",
 			body: reqDoc("attachments", `[{"url":"https://a.example/x","filename":null,"contentType":""}]`),
-			want: []Attachment{{URL: "https://a.example/x"}},
+			want: []messages.Attachment{{URL: "https://a.example/x"}},
 		},
 		{
 			name: "content type with parameters",
 			body: reqDoc("attachments", `[{"url":"https://a.example/x","contentType":"text/plain; charset=utf-8"}]`),
-			want: []Attachment{{URL: "https://a.example/x", ContentType: "text/plain; charset=utf-8"}},
+			want: []messages.Attachment{{URL: "https://a.example/x", ContentType: "text/plain; charset=utf-8"}},
 		},
-		{name: "scheme case kept", body: reqDoc("attachments", list(att("HTTPS://a.example/x"))), want: []Attachment{{URL: "HTTPS://a.example/x"}}},
+		{name: "scheme case kept", body: reqDoc("attachments", list(att("HTTPS://a.example/x"))), want: []messages.Attachment{{URL: "HTTPS://a.example/x"}}},
 		{name: "ten", body: reqDoc("attachments", list(ten...)), want: tenWant},
 		{name: "eleven", body: reqDoc("attachments", list(append(ten, att("http://bad"))...)), fields: []string{"attachments"}},
 		{name: "object", body: reqDoc("attachments", att("https://a.example/x")), fields: []string{"attachments"}},
@@ -313,7 +314,7 @@ func TestParseSendRequestAttachments(t *testing.T) {
 		{name: "url with space", body: reqDoc("attachments", list(att("https://a.example/a b.png"))), fields: []string{"attachments[0].url"}},
 		{name: "url too long", body: reqDoc("attachments", list(att("https://a.example/"+strings.Repeat("x", 2048)))), fields: []string{"attachments[0].url"}},
 		{name: "url twice", body: reqDoc("attachments", `[{"url":"https://a.example/x","url":"https://b.example/y"}]`), fields: []string{"attachments[0].url"}},
-		{name: "filename 255 bytes", body: reqDoc("attachments", `[{"url":"https://a.example/x","filename":`+reqQuote(strings.Repeat("f", 255))+`}]`), want: []Attachment{{URL: "https://a.example/x", Filename: strings.Repeat("f", 255)}}},
+		{name: "filename 255 bytes", body: reqDoc("attachments", `[{"url":"https://a.example/x","filename":`+reqQuote(strings.Repeat("f", 255))+`}]`), want: []messages.Attachment{{URL: "https://a.example/x", Filename: strings.Repeat("f", 255)}}},
 		{name: "filename 256 bytes", body: reqDoc("attachments", `[{"url":"https://a.example/x","filename":`+reqQuote(strings.Repeat("f", 256))+`}]`), fields: []string{"attachments[0].filename"}},
 		{name: "filename with slash", body: reqDoc("attachments", `[{"url":"https://a.example/x","filename":"../etc/passwd"}]`), fields: []string{"attachments[0].filename"}},
 		{name: "filename with backslash", body: reqDoc("attachments", `[{"url":"https://a.example/x","filename":"a\\b.txt"}]`), fields: []string{"attachments[0].filename"}},
@@ -328,24 +329,24 @@ func TestParseSendRequestAttachments(t *testing.T) {
 			body:   reqDoc("attachments", `[{"url":"http://a.example/x"},{"url":"https://a.example/y"},{"url":"https://a.example/z","filename":"a/b","contentType":"nope"}]`),
 			fields: []string{"attachments[0].url", "attachments[2].filename", "attachments[2].contentType"},
 		},
-	}, func(r SendRequest) any { return r.Attachments })
+	}, func(r Request) any { return r.Attachments })
 }
 
-func TestParseSendRequestCRM(t *testing.T) {
+func TestParseRequestCRM(t *testing.T) {
 	long := reqQuote(strings.Repeat("c", 256))
 	reqRun(t, []reqCase{
-		{name: "absent", body: reqDoc(), want: CRMRefs{}},
+		{name: "absent", body: reqDoc(), want: messages.CRMRefs{}},
 		{
 			name: "all four",
 			body: reqDoc("ghlContactId", `"g1"`, "ghlLocationId", `"loc"`, "hsContactId", `"h1"`, "hsPortalId", `"42"`),
-			want: CRMRefs{GHLContactID: "g1", GHLLocationID: "loc", HSContactID: "h1", HSPortalID: "42"},
+			want: messages.CRMRefs{GHLContactID: "g1", GHLLocationID: "loc", HSContactID: "h1", HSPortalID: "42"},
 		},
-		{name: "null", body: reqDoc("ghlContactId", `null`), want: CRMRefs{}},
-		{name: "255 bytes", body: reqDoc("hsContactId", reqQuote(strings.Repeat("c", 255))), want: CRMRefs{HSContactID: strings.Repeat("c", 255)}},
+		{name: "null", body: reqDoc("ghlContactId", `null`), want: messages.CRMRefs{}},
+		{name: "255 bytes", body: reqDoc("hsContactId", reqQuote(strings.Repeat("c", 255))), want: messages.CRMRefs{HSContactID: strings.Repeat("c", 255)}},
 		{name: "256 bytes", body: reqDoc("ghlContactId", long), fields: []string{"ghlContactId"}},
 		// HubSpot sends its contact and portal ids as JSON numbers.
-		{name: "HubSpot numbers", body: reqDoc("hsPortalId", `4411`, "hsContactId", `9007199254740991`), want: CRMRefs{HSPortalID: "4411", HSContactID: "9007199254740991"}},
-		{name: "HubSpot number zero and exponent", body: reqDoc("hsPortalId", `-0`, "hsContactId", `4.2e1`), want: CRMRefs{HSPortalID: "0", HSContactID: "42"}},
+		{name: "HubSpot numbers", body: reqDoc("hsPortalId", `4411`, "hsContactId", `9007199254740991`), want: messages.CRMRefs{HSPortalID: "4411", HSContactID: "9007199254740991"}},
+		{name: "HubSpot number zero and exponent", body: reqDoc("hsPortalId", `-0`, "hsContactId", `4.2e1`), want: messages.CRMRefs{HSPortalID: "0", HSContactID: "42"}},
 		{name: "HubSpot number with a fraction", body: reqDoc("hsPortalId", `1.5`), fields: []string{"hsPortalId"}},
 		{name: "HubSpot number negative", body: reqDoc("hsContactId", `-1`), fields: []string{"hsContactId"}},
 		{name: "HubSpot number past 2^53-1", body: reqDoc("hsContactId", `9007199254740993`), fields: []string{"hsContactId"}},
@@ -357,10 +358,10 @@ func TestParseSendRequestCRM(t *testing.T) {
 			body:   reqDoc("hsPortalId", `1.5`, "hsContactId", long, "ghlLocationId", `[]`, "ghlContactId", `{}`),
 			fields: []string{"ghlContactId", "ghlLocationId", "hsContactId", "hsPortalId"},
 		},
-	}, func(r SendRequest) any { return r.CRM })
+	}, func(r Request) any { return r.CRM })
 }
 
-func TestParseSendRequestMetadata(t *testing.T) {
+func TestParseRequestMetadata(t *testing.T) {
 	// nest returns n objects nested in one another around 1.
 	nest := func(n int) string { return strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n) }
 	// sized returns a metadata object whose compact form is n bytes, and a
@@ -415,18 +416,18 @@ func TestParseSendRequestMetadata(t *testing.T) {
 		{name: "too deep", body: reqDoc("metadata", nest(40)), fields: []string{"metadata"}},
 		{name: "invalid UTF-8", body: reqDoc("metadata", "{\"a\":\"\xff\"}"), fields: []string{"metadata"}},
 		{name: "unpaired surrogate", body: reqDoc("metadata", `{"a":"\ud800"}`), fields: []string{"metadata"}},
-	}, func(r SendRequest) any { return r.Metadata })
+	}, func(r Request) any { return r.Metadata })
 }
 
-func TestParseSendRequestMetadataMessage(t *testing.T) {
-	_, err := ParseSendRequest(reqDoc("metadata", `{"order":{"items":[{"sku.id":1}]}}`), "US")
+func TestParseRequestMetadataMessage(t *testing.T) {
+	_, err := ParseRequest(reqDoc("metadata", `{"order":{"items":[{"sku.id":1}]}}`), "US")
 	want := []msgapi.FieldError{{Field: "metadata", Message: `keys must not start with "$" or contain "." or NUL (at metadata.order.items[0].sku.id)`}}
 	if diff := cmp.Diff(want, reqFields(err)); diff != "" {
 		t.Errorf("fields (-want +got):\n%s", diff)
 	}
 }
 
-func TestParseSendRequestJSONTypes(t *testing.T) {
+func TestParseRequestJSONTypes(t *testing.T) {
 	reqRun(t, []reqCase{
 		{name: "unknown fields ignored", body: reqDoc("foo", `[1,{"b":2}]`, "Body", `5`, "CHANNEL", `null`), want: "Hello"},
 		{
@@ -445,10 +446,10 @@ func TestParseSendRequestJSONTypes(t *testing.T) {
 			fields: []string{"channel", "recipientPhone", "recipientEmail", "leadId", "body", "subject", "attachments",
 				"ghlContactId", "ghlLocationId", "hsContactId", "hsPortalId", "metadata"},
 		},
-	}, func(r SendRequest) any { return r.Body })
+	}, func(r Request) any { return r.Body })
 }
 
-func TestParseSendRequestUTF8(t *testing.T) {
+func TestParseRequestUTF8(t *testing.T) {
 	reqRun(t, []reqCase{
 		{name: "surrogate pair", body: reqDoc("body", `"\ud83d\ude00"`), want: "😀"},
 		{name: "literal replacement character", body: reqDoc("body", `"\ufffd �"`), want: "\ufffd \ufffd"},
@@ -464,20 +465,20 @@ func TestParseSendRequestUTF8(t *testing.T) {
 		{name: "invalid UTF-8 in phone", body: reqDoc("recipientPhone", "\"+1555\xff0100000\""), fields: []string{"recipientPhone"}},
 		{name: "invalid UTF-8 in url", body: reqDoc("attachments", "[{\"url\":\"https://a.example/\xff\"}]"), fields: []string{"attachments[0].url"}},
 		{name: "invalid UTF-8 in unknown key ignored", body: []byte("{\"channel\":\"sms\",\"recipientPhone\":\"+15550100000\",\"body\":\"x\",\"\xff\":1}"), want: "x"},
-	}, func(r SendRequest) any { return r.Body })
+	}, func(r Request) any { return r.Body })
 }
 
-func TestParseSendRequestDuplicateKeys(t *testing.T) {
+func TestParseRequestDuplicateKeys(t *testing.T) {
 	reqRun(t, []reqCase{
 		{name: "channel twice", body: []byte(`{"channel":"sms","channel":"email","recipientPhone":"+15550100000","body":"x"}`), fields: []string{"channel"}},
 		{name: "body twice", body: []byte(`{"channel":"sms","recipientPhone":"+15550100000","body":"x","body":"y"}`), fields: []string{"body"}},
 		{name: "body twice, once null", body: []byte(`{"channel":"sms","recipientPhone":"+15550100000","body":"x","body":null}`), fields: []string{"body"}},
 		{name: "attachments twice", body: []byte(`{"channel":"sms","recipientPhone":"+15550100000","body":"x","attachments":[],"attachments":[]}`), fields: []string{"attachments"}},
 		{name: "unknown key twice ignored", body: []byte(`{"channel":"sms","recipientPhone":"+15550100000","body":"x","foo":1,"foo":2}`), want: "x"},
-	}, func(r SendRequest) any { return r.Body })
+	}, func(r Request) any { return r.Body })
 }
 
-func TestParseSendRequestAllErrorsAtOnce(t *testing.T) {
+func TestParseRequestAllErrorsAtOnce(t *testing.T) {
 	body := []byte(`{
 		"metadata": [],
 		"hsPortalId": -7,
@@ -489,7 +490,7 @@ func TestParseSendRequestAllErrorsAtOnce(t *testing.T) {
 		"recipientPhone": "call me",
 		"channel": "fax"
 	}`)
-	_, err := ParseSendRequest(body, "US")
+	_, err := ParseRequest(body, "US")
 	want := []string{
 		"channel", "recipientPhone", "recipientEmail", "leadId", "body", "subject",
 		"attachments[0].url", "attachments[0].filename", "attachments[1].url", "attachments[1].contentType",
@@ -500,7 +501,7 @@ func TestParseSendRequestAllErrorsAtOnce(t *testing.T) {
 	}
 }
 
-func TestParseSendRequestMalformed(t *testing.T) {
+func TestParseRequestMalformed(t *testing.T) {
 	for _, body := range []string{
 		"",
 		"  \n",
@@ -517,42 +518,42 @@ func TestParseSendRequestMalformed(t *testing.T) {
 		"{\"body\":\"a\x00\"}", // raw control character in a string
 	} {
 		t.Run(body, func(t *testing.T) {
-			_, err := ParseSendRequest([]byte(body), "US")
+			_, err := ParseRequest([]byte(body), "US")
 			var e *msgapi.Error
 			if !errors.As(err, &e) {
-				t.Fatalf("ParseSendRequest(%q) = %v, want *msgapi.Error", body, err)
+				t.Fatalf("ParseRequest(%q) = %v, want *msgapi.Error", body, err)
 			}
 			if e.Code != msgapi.CodeInvalid || e.Message == "" || e.Fields != nil {
-				t.Errorf("ParseSendRequest(%q) = code %q, message %q, fields %v; want %q, a message, no fields",
+				t.Errorf("ParseRequest(%q) = code %q, message %q, fields %v; want %q, a message, no fields",
 					body, e.Code, e.Message, e.Fields, msgapi.CodeInvalid)
 			}
 		})
 	}
 }
 
-func TestParseSendRequestMalformedMessage(t *testing.T) {
+func TestParseRequestMalformedMessage(t *testing.T) {
 	for _, tt := range []struct{ body, want string }{
 		{"[]", "the request body must be a JSON object"},
 		{"", "the request body is empty; send a JSON object"},
 		{`{"a":}`, "the request body is not valid JSON: invalid character '}' looking for beginning of value (at byte 6)"},
 	} {
-		_, err := ParseSendRequest([]byte(tt.body), "US")
+		_, err := ParseRequest([]byte(tt.body), "US")
 		var e *msgapi.Error
 		if !errors.As(err, &e) || e.Message != tt.want {
-			t.Errorf("ParseSendRequest(%q) = %v, want message %q", tt.body, err, tt.want)
+			t.Errorf("ParseRequest(%q) = %v, want message %q", tt.body, err, tt.want)
 		}
 	}
 }
 
-func TestParseSendRequestTooLarge(t *testing.T) {
+func TestParseRequestTooLarge(t *testing.T) {
 	body := reqEmailDoc("metadata", `{}`, "pad", reqQuote(strings.Repeat(" ", 1<<20)))
-	_, err := ParseSendRequest(body, "US")
+	_, err := ParseRequest(body, "US")
 	if got := msgapi.ErrorCode(err); got != msgapi.CodeTooLarge {
-		t.Errorf("ParseSendRequest(%d bytes) code = %q, want %q", len(body), got, msgapi.CodeTooLarge)
+		t.Errorf("ParseRequest(%d bytes) code = %q, want %q", len(body), got, msgapi.CodeTooLarge)
 	}
 }
 
-func TestParseSendRequestWhole(t *testing.T) {
+func TestParseRequestWhole(t *testing.T) {
 	body := []byte(`{
 		"channel": "email",
 		"recipientPhone": "(555) 010-0123",
@@ -564,23 +565,23 @@ func TestParseSendRequestWhole(t *testing.T) {
 		"ghlContactId": "ghl_c", "ghlLocationId": "ghl_l", "hsContactId": "hs_c", "hsPortalId": "hs_p",
 		"metadata": {"campaign": "spring", "step": 3}
 	}`)
-	got, err := ParseSendRequest(body, "US")
+	got, err := ParseRequest(body, "US")
 	if err != nil {
-		t.Fatalf("ParseSendRequest: %v (%v)", err, reqFields(err))
+		t.Fatalf("ParseRequest: %v (%v)", err, reqFields(err))
 	}
-	want := SendRequest{
-		Channel:        ChannelEmail,
+	want := Request{
+		Channel:        messages.ChannelEmail,
 		RecipientPhone: "+15550100123",
 		RecipientEmail: "ada@example.com",
 		LeadID:         "lead_9",
 		Body:           "Hi Ada,\n\nyour quote is attached.",
 		Subject:        "Your quote",
-		Attachments:    []Attachment{{URL: "https://cdn.example.com/q.pdf", Filename: "q.pdf", ContentType: "application/pdf"}},
-		CRM:            CRMRefs{GHLContactID: "ghl_c", GHLLocationID: "ghl_l", HSContactID: "hs_c", HSPortalID: "hs_p"},
+		Attachments:    []messages.Attachment{{URL: "https://cdn.example.com/q.pdf", Filename: "q.pdf", ContentType: "application/pdf"}},
+		CRM:            messages.CRMRefs{GHLContactID: "ghl_c", GHLLocationID: "ghl_l", HSContactID: "hs_c", HSPortalID: "hs_p"},
 		Metadata:       map[string]any{"campaign": "spring", "step": json.Number("3")},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("ParseSendRequest mismatch (-want +got):\n%s", diff)
+		t.Errorf("ParseRequest mismatch (-want +got):\n%s", diff)
 	}
 }
 
@@ -588,20 +589,20 @@ func TestFillFromLead(t *testing.T) {
 	type recipients struct{ Phone, Email string }
 	tests := []struct {
 		name         string
-		req          SendRequest
+		req          Request
 		phone, email string // the lead's
 		want         recipients
 		field        string // the field error wanted, or ""
 	}{
-		{name: "sms from lead", req: SendRequest{Channel: ChannelSMS}, phone: "+15550100000", email: "a@example.com", want: recipients{"+15550100000", "a@example.com"}},
-		{name: "request wins", req: SendRequest{Channel: ChannelSMS, RecipientPhone: "+15550100001"}, phone: "+15550100000", want: recipients{"+15550100001", ""}},
-		{name: "sms, lead has only email", req: SendRequest{Channel: ChannelSMS}, email: "a@example.com", want: recipients{"", "a@example.com"}, field: "recipientPhone"},
-		{name: "email from lead", req: SendRequest{Channel: ChannelEmail}, email: "a@example.com", want: recipients{"", "a@example.com"}},
-		{name: "email, lead has only phone", req: SendRequest{Channel: ChannelEmail}, phone: "+15550100000", want: recipients{"+15550100000", ""}, field: "recipientEmail"},
-		{name: "email given, phone from lead", req: SendRequest{Channel: ChannelEmail, RecipientEmail: "b@example.com"}, phone: "+15550100000", email: "a@example.com", want: recipients{"+15550100000", "b@example.com"}},
-		{name: "imessage, lead has email", req: SendRequest{Channel: ChannelIMessage}, email: "a@example.com", want: recipients{"", "a@example.com"}},
-		{name: "imessage, lead has nothing", req: SendRequest{Channel: ChannelIMessage}, field: "recipientPhone"},
-		{name: "no channel", req: SendRequest{}, phone: "+15550100000", want: recipients{"+15550100000", ""}, field: "channel"},
+		{name: "sms from lead", req: Request{Channel: messages.ChannelSMS}, phone: "+15550100000", email: "a@example.com", want: recipients{"+15550100000", "a@example.com"}},
+		{name: "request wins", req: Request{Channel: messages.ChannelSMS, RecipientPhone: "+15550100001"}, phone: "+15550100000", want: recipients{"+15550100001", ""}},
+		{name: "sms, lead has only email", req: Request{Channel: messages.ChannelSMS}, email: "a@example.com", want: recipients{"", "a@example.com"}, field: "recipientPhone"},
+		{name: "email from lead", req: Request{Channel: messages.ChannelEmail}, email: "a@example.com", want: recipients{"", "a@example.com"}},
+		{name: "email, lead has only phone", req: Request{Channel: messages.ChannelEmail}, phone: "+15550100000", want: recipients{"+15550100000", ""}, field: "recipientEmail"},
+		{name: "email given, phone from lead", req: Request{Channel: messages.ChannelEmail, RecipientEmail: "b@example.com"}, phone: "+15550100000", email: "a@example.com", want: recipients{"+15550100000", "b@example.com"}},
+		{name: "imessage, lead has email", req: Request{Channel: messages.ChannelIMessage}, email: "a@example.com", want: recipients{"", "a@example.com"}},
+		{name: "imessage, lead has nothing", req: Request{Channel: messages.ChannelIMessage}, field: "recipientPhone"},
+		{name: "no channel", req: Request{}, phone: "+15550100000", want: recipients{"+15550100000", ""}, field: "channel"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -630,9 +631,9 @@ func TestFillFromLead(t *testing.T) {
 // A request that names a lead and no recipient passes parsing and is
 // completed by the lead.
 func TestFillFromLeadAfterParse(t *testing.T) {
-	r, err := ParseSendRequest([]byte(`{"channel":"sms","leadId":"lead_1","body":"hi"}`), "US")
+	r, err := ParseRequest([]byte(`{"channel":"sms","leadId":"lead_1","body":"hi"}`), "US")
 	if err != nil {
-		t.Fatalf("ParseSendRequest: %v", err)
+		t.Fatalf("ParseRequest: %v", err)
 	}
 	if p, e := r.DeliveryAddress(); p != "" || e != "" {
 		t.Fatalf("DeliveryAddress() before fill = %q, %q; want none", p, e)
@@ -655,17 +656,17 @@ func TestDeliveryAddress(t *testing.T) {
 		channel, phone, email string
 		wantPhone, wantEmail  string
 	}{
-		{ChannelSMS, phone, email, phone, ""},
-		{ChannelSMS, phone, "", phone, ""},
-		{ChannelEmail, phone, email, "", email},
-		{ChannelEmail, "", email, "", email},
-		{ChannelIMessage, phone, email, phone, ""},
-		{ChannelIMessage, phone, "", phone, ""},
-		{ChannelIMessage, "", email, "", email},
+		{messages.ChannelSMS, phone, email, phone, ""},
+		{messages.ChannelSMS, phone, "", phone, ""},
+		{messages.ChannelEmail, phone, email, "", email},
+		{messages.ChannelEmail, "", email, "", email},
+		{messages.ChannelIMessage, phone, email, phone, ""},
+		{messages.ChannelIMessage, phone, "", phone, ""},
+		{messages.ChannelIMessage, "", email, "", email},
 		{"fax", phone, email, "", ""},
 	}
 	for _, tt := range tests {
-		r := SendRequest{Channel: tt.channel, RecipientPhone: tt.phone, RecipientEmail: tt.email}
+		r := Request{Channel: tt.channel, RecipientPhone: tt.phone, RecipientEmail: tt.email}
 		p, e := r.DeliveryAddress()
 		if p != tt.wantPhone || e != tt.wantEmail {
 			t.Errorf("%+v.DeliveryAddress() = %q, %q; want %q, %q", r, p, e, tt.wantPhone, tt.wantEmail)
@@ -676,7 +677,7 @@ func TestDeliveryAddress(t *testing.T) {
 var reqE164 = regexp.MustCompile(`^\+[1-9][0-9]{6,14}$`)
 
 // reqEncode writes r back as a request body.
-func reqEncode(t *testing.T, r SendRequest) []byte {
+func reqEncode(t *testing.T, r Request) []byte {
 	t.Helper()
 	doc := map[string]any{"channel": r.Channel, "body": r.Body, "recipientPhone": r.RecipientPhone,
 		"recipientEmail": r.RecipientEmail, "leadId": r.LeadID, "subject": r.Subject,
@@ -695,7 +696,7 @@ func reqEncode(t *testing.T, r SendRequest) []byte {
 	return b
 }
 
-func FuzzParseSendRequest(f *testing.F) {
+func FuzzParseRequest(f *testing.F) {
 	for _, seed := range [][]byte{
 		reqDoc(),
 		reqEmailDoc("subject", `"Hi"`, "recipientPhone", `"555-010-0000"`),
@@ -715,7 +716,7 @@ func FuzzParseSendRequest(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		r, err := ParseSendRequest(body, "US")
+		r, err := ParseRequest(body, "US")
 		if err != nil {
 			var e *msgapi.Error
 			if !errors.As(err, &e) {
@@ -732,7 +733,7 @@ func FuzzParseSendRequest(f *testing.F) {
 			return
 		}
 		switch r.Channel {
-		case ChannelSMS, ChannelIMessage, ChannelEmail:
+		case messages.ChannelSMS, messages.ChannelIMessage, messages.ChannelEmail:
 		default:
 			t.Fatalf("success with channel %q", r.Channel)
 		}
@@ -745,7 +746,7 @@ func FuzzParseSendRequest(f *testing.F) {
 		if r.RecipientEmail != strings.ToLower(r.RecipientEmail) {
 			t.Fatalf("recipientEmail %q is not lower case", r.RecipientEmail)
 		}
-		if r.Subject != "" && r.Channel != ChannelEmail {
+		if r.Subject != "" && r.Channel != messages.ChannelEmail {
 			t.Fatalf("subject on channel %q", r.Channel)
 		}
 		if len(r.Attachments) > 10 {
@@ -759,7 +760,7 @@ func FuzzParseSendRequest(f *testing.F) {
 		}
 		// A parsed request, written back, parses to itself: normalisation
 		// is idempotent and nothing is lost.
-		again, err := ParseSendRequest(reqEncode(t, r), "US")
+		again, err := ParseRequest(reqEncode(t, r), "US")
 		if err != nil {
 			t.Fatalf("re-parse of %+v: %v (%v)", r, err, reqFields(err))
 		}

@@ -1,17 +1,41 @@
-package api
+package send
 
 import (
 	"context"
 	"encoding/json"
 	"net/http"
 
-	"github.com/labstack/echo/v4"
-
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/guard"
 	"github.com/msgapi/msgapi/idempotency"
 	"github.com/msgapi/msgapi/messages"
 )
+
+// The message insert is the commit (SPEC: Fencing). Every request that may
+// send allocates its message id before it claims anything — the
+// Idempotency-Key claim and the dedup lock both record it — and calls its
+// provider only if the insert of its message under that id wins
+// (messages.Store.Insert). Whoever declares a holder gone first inserts a
+// tombstone under the holder's id (messages.Store.Fence). This file is how
+// the two layers that claim read that commit point: the duplicate guard
+// through Sibling, the Idempotency-Key layer through Commits.
+
+// Sibling adapts the message store to the guard (guard.Options.Sibling):
+// one read by _id of the message a lock names. The guard's Fence is
+// messages.Store.Fence.
+func Sibling(ms *messages.Store) func(ctx context.Context, id string) (guard.Sibling, bool, error) {
+	return func(ctx context.Context, id string) (guard.Sibling, bool, error) {
+		m, found, err := ms.Get(ctx, id)
+		if err != nil || !found {
+			return guard.Sibling{}, found, err
+		}
+		return guard.Sibling{
+			ID: m.ID, Status: m.Status, CreatedAt: m.CreatedAt, Doc: m,
+			Tombstone: m.Status == messages.StatusTombstone,
+			Refused:   m.Status != messages.StatusTombstone && !messages.Reached(m.Status),
+		}, true, nil
+	}
+}
 
 // Commits is the send route's commit point as the Idempotency-Key layer
 // sees it (idempotency.Commits): a keyed request's claim names its message
@@ -61,7 +85,7 @@ func (c Commits) Resolve(ctx context.Context, id string) (idempotency.Resolution
 	if m.LeadCreated {
 		status = http.StatusCreated
 	}
-	return done(status, sendResponse{Success: true, Status: m.Status, Message: m, crmKeys: keysOf(m.LeadID, m.CRM)})
+	return done(status, sentOf(m, m.LeadID, m.CRM))
 }
 
 func done(status int, v any) (idempotency.Resolution, error) {
@@ -69,5 +93,5 @@ func done(status int, v any) (idempotency.Resolution, error) {
 	if err != nil {
 		return idempotency.Resolution{}, err
 	}
-	return idempotency.Resolution{State: idempotency.CommitDone, Status: status, ContentType: echo.MIMEApplicationJSON, Body: b}, nil
+	return idempotency.Resolution{State: idempotency.CommitDone, Status: status, ContentType: "application/json", Body: b}, nil
 }

@@ -1,0 +1,81 @@
+package send
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/msgapi/msgapi/messages"
+)
+
+// The answers of POST /api/messages (SPEC: Response shapes). The send answer
+// and the duplicate answer are also rebuilt from the store for an
+// Idempotency-Key whose holder died (commit.go), by this same code.
+
+// SentAnswer is the answer to a send that ran: 201 (new lead) or 200.
+type SentAnswer struct {
+	Success bool             `json:"success"`
+	Status  string           `json:"status"`
+	Message messages.Message `json:"message"`
+	crmKeys
+}
+
+// DuplicateAnswer is the answer when the guard caught a duplicate.
+// Pending marks the "still in flight" answer (message null): not a
+// finished request, to be retried.
+type DuplicateAnswer struct {
+	Success          bool              `json:"success"`
+	DuplicateOnly    bool              `json:"duplicateOnly"`
+	Pending          bool              `json:"pending,omitempty"`
+	OriginalAgeMs    *int64            `json:"originalAgeMs,omitempty"`
+	DuplicateMessage string            `json:"duplicateMessage"`
+	LockID           string            `json:"lockId"`
+	Message          *messages.Message `json:"message"`
+	crmKeys
+}
+
+// crmKeys are always present, null when unknown.
+type crmKeys struct {
+	LeadID        *string `json:"leadId"`
+	GHLContactID  *string `json:"ghlContactId"`
+	GHLLocationID *string `json:"ghlLocationId"`
+	HSContactID   *string `json:"hsContactId"`
+	HSPortalID    *string `json:"hsPortalId"`
+}
+
+func keysOf(leadID string, c messages.CRMRefs) crmKeys {
+	return crmKeys{ptr(leadID), ptr(c.GHLContactID), ptr(c.GHLLocationID), ptr(c.HSContactID), ptr(c.HSPortalID)}
+}
+
+func ptr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// sentOf is the send answer for m, whose lead is leadID with crm.
+func sentOf(m messages.Message, leadID string, crm messages.CRMRefs) SentAnswer {
+	return SentAnswer{Success: true, Status: m.Status, Message: m, crmKeys: keysOf(leadID, crm)}
+}
+
+// duplicateOf is the duplicate answer naming the original message m.
+func duplicateOf(m messages.Message, lockID string, age time.Duration) DuplicateAnswer {
+	secs := int(max(age, 0).Round(time.Second) / time.Second)
+	text := fmt.Sprintf("The same text was sent to this contact %d seconds ago; the existing message is returned and nothing was sent again.", secs)
+	return DuplicateAnswer{
+		Success: true, DuplicateOnly: true, DuplicateMessage: text, LockID: lockID,
+		Message: &m, crmKeys: keysOf(m.LeadID, m.CRM),
+	}
+}
+
+// pending is the "still in flight" answer: not a finished request.
+// RetryAfter says when a retry will find the original (at least 1 s);
+// originalAgeMs is how long the original has been in flight.
+func pending(lockID string, retryAfter, age time.Duration) Answer {
+	ms := age.Milliseconds()
+	return Answer{Status: http.StatusOK, RetryAfter: max(retryAfter, time.Second), Body: DuplicateAnswer{
+		Success: true, DuplicateOnly: true, Pending: true, OriginalAgeMs: &ms, LockID: lockID,
+		DuplicateMessage: "An identical request for this contact is still being processed; retry after it completes to get the original message.",
+	}}
+}

@@ -1,0 +1,304 @@
+// Package send sends a message once: it owns the send path from a request
+// body to the recorded provider outcome, and the commit point that makes it
+// exactly once.
+//
+// The order of work is SPEC's: validate → duplicate guard → lead,
+// conversation, message → sender → outcome. The insert of the message
+// document under its pre-allocated id is the commit point (commit.go): the
+// provider is called only if that insert won, and the Idempotency-Key layer
+// and the duplicate guard both resolve a stalled or dead request from what
+// its message id became. The outcome is recorded with retries (outcome.go),
+// and a sweeper decides outcomes a dead process never recorded (sweep.go).
+//
+// Nothing here knows HTTP: Send returns an Answer (a status and a JSON
+// document) that package api encodes.
+package send
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/events"
+	"github.com/msgapi/msgapi/guard"
+	"github.com/msgapi/msgapi/messages"
+	"github.com/msgapi/msgapi/sender"
+	"github.com/msgapi/msgapi/workspace"
+)
+
+// Sender delivers one message through one provider.
+type Sender interface {
+	Send(ctx context.Context, m sender.Message) sender.Result
+	Name() string
+}
+
+// Metrics is what the send path reports.
+type Metrics interface {
+	Sent(channel, status string)
+	Duplicate(mode string)
+}
+
+// Options are the send path's dependencies.
+type Options struct {
+	Messages *messages.Store // required
+	Guard    *guard.Guard    // required
+	// Senders by channel: "sms", "imessage", "email" (at least one).
+	Senders map[string]Sender
+	// DefaultRegion for phone numbers without a country code (e.g. "US").
+	DefaultRegion string
+	// Metrics, optional, observes outcomes.
+	Metrics Metrics
+	// Lifetime ends when the process gives up on in-flight work (the
+	// shutdown timeout has passed): outcome writes stop retrying then.
+	// Default: never.
+	Lifetime context.Context
+	// OnDuplicate, optional, records a blocked duplicate's event
+	// (notify.Outbox.RecordDuplicate): blockedID is the id this request had
+	// allocated. A failure is logged; the answer stands.
+	OnDuplicate func(ctx context.Context, workspaceID, blockedID, lockID string, sibling messages.Message) error
+}
+
+// Service sends messages. Safe for concurrent use.
+type Service struct {
+	o Options
+
+	inflight sync.Map // message id → workspace id, from the message insert to its recorded outcome
+}
+
+// New returns a Service. Messages, Guard and at least one sender are
+// required.
+func New(o Options) (*Service, error) {
+	switch {
+	case o.Messages == nil:
+		return nil, errors.New("send.New: Messages is required")
+	case o.Guard == nil:
+		return nil, errors.New("send.New: Guard is required")
+	case len(o.Senders) == 0:
+		return nil, errors.New("send.New: at least one sender is required")
+	}
+	for ch, s := range o.Senders {
+		if s == nil {
+			return nil, fmt.Errorf("send.New: the sender of channel %s is nil", ch)
+		}
+	}
+	if o.Lifetime == nil {
+		o.Lifetime = context.Background()
+	}
+	return &Service{o: o}, nil
+}
+
+// DefaultRegion is the region of phone numbers without a country code,
+// unless a workspace has its own.
+func (s *Service) DefaultRegion() string { return s.o.DefaultRegion }
+
+// Answer is the outcome of one send request: the HTTP status and the JSON
+// document (SentAnswer or DuplicateAnswer) to answer with, and whether the
+// request reached the send stage. It is msgapi.Answer, so that package api
+// reads it without importing this package.
+type Answer = msgapi.Answer
+
+// Send validates body, a POST /api/messages document, and sends it once.
+// messageID is the id the request's Idempotency-Key claim names; "" for a
+// request without a key, which allocates its own. Errors are
+// *msgapi.Error for the caller's mistakes and store outages; an Answer
+// with no error may still be a duplicate or pending answer.
+func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte, messageID string) (Answer, error) {
+	o := s.o
+	log := zerolog.Ctx(ctx)
+
+	// Validate. Nothing below this block runs for a bad request: it holds
+	// no lock and writes nothing.
+	req, err := ParseRequest(body, ws.DefaultRegion(o.DefaultRegion))
+	if err != nil {
+		return Answer{}, err
+	}
+	var lead *messages.Lead
+	if req.LeadID != "" {
+		l, err := o.Messages.GetLead(ctx, ws.ID, req.LeadID)
+		if err != nil {
+			return Answer{}, err
+		}
+		if err := req.FillFromLead(l.Phone, l.Email); err != nil {
+			return Answer{}, err
+		}
+		lead = &l
+	}
+	snd, ok := o.Senders[req.Channel]
+	if !ok {
+		return Answer{}, fmt.Errorf("no sender configured for channel %s", req.Channel)
+	}
+
+	// Duplicate guard. The message id is allocated before anything is
+	// claimed (a keyed request's claim already names it), and the insert
+	// of the message under it is the commit point: see commit.go.
+	phone, email := req.DeliveryAddress()
+	keyed := messageID != ""
+	msgID := messageID
+	if !keyed {
+		msgID = msgapi.NewID("msg")
+	}
+	limits := guard.Limits{Window: ws.DedupWindow(o.Guard.Window()), Wait: ws.DedupWait(o.Guard.Wait())}
+	d, err := o.Guard.AcquireWith(ctx, guard.Key{WorkspaceID: ws.ID, Phone: phone, Email: email, Body: req.Body}, msgID, limits)
+	if err != nil {
+		return Answer{}, err
+	}
+	switch d.Outcome {
+	case guard.Duplicate:
+		// A duplicate answer is a send-stage outcome: an Idempotency-Key
+		// replays it. Under a key, the decision is also committed under
+		// the request's own id, so that a retry after this process dies
+		// answers the same duplicate instead of running again (and
+		// sending, once the window has passed).
+		if keyed {
+			if err := o.Messages.FenceAsDuplicate(ctx, msgID, d.Sibling.ID); err != nil {
+				return Answer{}, err
+			}
+		}
+		s.metricDuplicate(d.Mode)
+		m, _ := d.Sibling.Doc.(messages.Message)
+		s.recordDuplicate(ctx, ws.ID, msgID, d.LockID, m)
+		return Answer{Status: http.StatusOK, Body: duplicateOf(m, d.LockID, d.SiblingAge), SendStage: true}, nil
+	case guard.Pending:
+		// Not stored under an Idempotency-Key: a retry with the key must
+		// get the original once it is written, not this placeholder.
+		s.metricDuplicate("pending")
+		return pending(d.LockID, d.RetryAfter, d.SiblingAge), nil
+	}
+
+	// Won (or Unguarded: the guard's store failed and we send without it).
+	written := false
+	if d.Outcome == guard.Won {
+		defer func() {
+			if written {
+				return
+			}
+			// Failed before the message existed: free the lock for a retry.
+			rctx := context.WithoutCancel(ctx)
+			err := o.Guard.Release(rctx, d.LockID, msgID)
+			if errors.Is(err, guard.ErrWritten) {
+				// The insert landed although it reported an error; the
+				// provider was never called. Say so on the message, which
+				// also frees its text for a retry.
+				err = o.Messages.MarkNotSent(rctx, msgID, "not sent: the request failed after its message was written")
+			}
+			if err != nil {
+				log.Warn().Err(err).Str("lockId", d.LockID).Str("messageId", msgID).Msg("release dedup lock")
+			}
+		}()
+	}
+
+	created := false
+	if lead == nil {
+		l, isNew, err := o.Messages.FindOrCreateLead(ctx, ws.ID, req.RecipientPhone, req.RecipientEmail, req.CRM)
+		if err != nil {
+			return Answer{}, err
+		}
+		lead, created = &l, isNew
+	} else if l, err := o.Messages.UpdateCRM(ctx, *lead, req.CRM); err != nil {
+		return Answer{}, err
+	} else {
+		lead = &l
+	}
+	convID, err := o.Messages.EnsureConversation(ctx, ws.ID, lead.ID, phone, email, created)
+	if err != nil {
+		return Answer{}, err
+	}
+
+	m := &messages.Message{
+		ID: msgID, WorkspaceID: ws.ID, LeadID: lead.ID, ConversationID: convID,
+		Channel: req.Channel, Direction: "outbound",
+		RecipientPhone: phone, RecipientEmail: email,
+		Body: req.Body, Subject: req.Subject, Attachments: req.Attachments, Metadata: req.Metadata,
+		Status: messages.StatusSending, Provider: snd.Name(), CRM: lead.CRM, LeadCreated: created,
+	}
+	if d.Outcome == guard.Won {
+		m.DedupLockID = d.LockID
+	}
+	if err := o.Messages.Insert(ctx, m); errors.Is(err, messages.ErrFenced) {
+		// Declared gone while it stalled (lease, operator delete, a
+		// takeover of its key): whoever fenced it sends instead. Nothing
+		// was sent; the caller retries and gets that message.
+		log.Warn().Str("event", events.SendFenced).Str("workspaceId", ws.ID).
+			Str("messageId", msgID).Str("lockId", d.LockID).Msg("request fenced before its message was written; not sent")
+		return pending(d.LockID, time.Second, 0), nil
+	} else if err != nil {
+		return Answer{}, err
+	}
+	// The commit point has passed: from here on the request has sent, as
+	// far as any retry is concerned.
+	written = true
+	o.Guard.Written(msgID)
+	s.inflight.Store(msgID, ws.ID)
+	defer s.inflight.Delete(msgID)
+	// The listing index, after the commit point (one insert command). A
+	// failure never stops the send: the message exists and goes out; it is
+	// only missing from GET /api/messages.
+	if err := o.Messages.Index(ctx, m, created); err != nil {
+		log.Error().Err(err).Str("event", events.IndexFailed).Str("messageId", m.ID).Msg("message not added to the listing index")
+	}
+
+	// Send. A client that hangs up must not cut a provider call in half:
+	// the send runs to its own timeout whatever the request does.
+	sendCtx := context.WithoutCancel(ctx)
+	res := snd.Send(sendCtx, toSenderMessage(m))
+	m.Status, m.ProviderMessageID, m.Error = string(res.Status), res.ProviderMessageID, res.Error
+	s.recordOutcome(ctx, m)
+
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return Answer{Status: status, Body: sentOf(*m, lead.ID, lead.CRM), SendStage: true}, nil
+}
+
+// InFlight lists the messages written but whose outcome is not recorded
+// yet, as "workspaceId/messageId": what a shutdown that runs out of time
+// abandons to the outcome sweeper.
+func (s *Service) InFlight() []string {
+	var out []string
+	s.inflight.Range(func(k, v any) bool {
+		out = append(out, v.(string)+"/"+k.(string))
+		return true
+	})
+	return out
+}
+
+// DeleteLock frees a dedup lock of the workspace (an operator's DELETE
+// /api/dedup-locks/{lockId}), so the same text can be sent again at once.
+func (s *Service) DeleteLock(ctx context.Context, workspaceID, lockID string) error {
+	return s.o.Guard.Delete(ctx, workspaceID, lockID)
+}
+
+// recordDuplicate records the message.duplicate_blocked event (one insert).
+func (s *Service) recordDuplicate(ctx context.Context, workspaceID, blockedID, lockID string, sibling messages.Message) {
+	if s.o.OnDuplicate == nil {
+		return
+	}
+	if err := s.o.OnDuplicate(ctx, workspaceID, blockedID, lockID, sibling); err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Str("lockId", lockID).Msg("could not record the duplicate_blocked event")
+	}
+}
+
+func (s *Service) metricDuplicate(mode string) {
+	if s.o.Metrics != nil {
+		s.o.Metrics.Duplicate(mode)
+	}
+}
+
+func toSenderMessage(m *messages.Message) sender.Message {
+	atts := make([]sender.Attachment, len(m.Attachments))
+	for i, a := range m.Attachments {
+		atts[i] = sender.Attachment{URL: a.URL, Filename: a.Filename, ContentType: a.ContentType}
+	}
+	return sender.Message{
+		ID: m.ID, WorkspaceID: m.WorkspaceID, Channel: m.Channel,
+		RecipientPhone: m.RecipientPhone, RecipientEmail: m.RecipientEmail,
+		Body: m.Body, Subject: m.Subject, Attachments: atts, Metadata: m.Metadata,
+	}
+}
