@@ -20,6 +20,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/egress"
 	"github.com/msgapi/msgapi/events"
 	"github.com/msgapi/msgapi/store"
 )
@@ -436,8 +437,12 @@ func (o *Outbox) post(ctx context.Context, ep Endpoint, e event, n int) (res res
 		if errors.As(err, &ue) {
 			err = ue.Err // without the URL, which may carry a token
 		}
-		res.Error = truncate(err.Error(), 256)
-		return res, 0, errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil
+		// The workspace sees the class only: the detail (addresses, ports,
+		// resolver answers) would map msgapi's network for it.
+		res.Error = egress.Classify(err)
+		o.log.Warn().Err(err).Str("event", events.WebhookAttempt).Str("endpointId", ep.ID).Str("workspaceId", ep.WorkspaceID).
+			Str("class", res.Error).Msg("webhook attempt: no answer")
+		return res, 0, res.Error == egress.KindTimeout || ctx.Err() != nil
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
@@ -446,7 +451,7 @@ func (o *Outbox) post(ctx context.Context, ep Endpoint, e event, n int) (res res
 	res.Body = truncate(string(b), maxResponseBody)
 	res.Success = resp.StatusCode >= 200 && resp.StatusCode < 300
 	if !res.Success {
-		res.Error = "HTTP " + strconv.Itoa(resp.StatusCode)
+		res.Error = "status " + strconv.Itoa(resp.StatusCode)
 		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 			res.Error += " (redirects are not followed)"
 		}

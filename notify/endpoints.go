@@ -3,7 +3,7 @@ package notify
 import (
 	"context"
 	"fmt"
-	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -98,7 +98,10 @@ func (o *Outbox) CreateEndpoint(ctx context.Context, workspaceID string, in Endp
 	return ep, nil
 }
 
-// checkURL returns why raw is not an acceptable endpoint URL, or "".
+// checkURL returns why raw is not an acceptable endpoint URL, or "". The
+// host is judged as the dialler will judge it (an address literal or a
+// localhost name msgapi never connects to is refused now); a name is
+// judged at every connection.
 func (o *Outbox) checkURL(raw string) string {
 	if raw == "" {
 		return "required"
@@ -106,27 +109,37 @@ func (o *Outbox) checkURL(raw string) string {
 	if len(raw) > 2048 {
 		return "at most 2048 bytes"
 	}
+	for i := 0; i < len(raw); i++ {
+		// JSON decoding turns invalid UTF-8 into U+FFFD: any byte outside
+		// printable ASCII is refused, not repaired.
+		if raw[i] <= ' ' || raw[i] >= 0x7f {
+			return "printable ASCII only: percent-encode the path, punycode an international host name"
+		}
+	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" {
 		return "an absolute URL without credentials or fragment"
+	}
+	if r := o.opts.Egress.CheckHost(u.Hostname()); r != "" {
+		return "the host is a " + r + " address: msgapi delivers only to public addresses (README: Security)"
 	}
 	switch u.Scheme {
 	case "https":
 		return ""
 	case "http":
-		if o.opts.AllowHTTP || isLoopback(u.Hostname()) {
+		if o.opts.AllowHTTP || (o.opts.Egress.AllowsLoopback() && isLoopback(u.Hostname())) {
 			return ""
 		}
 	}
-	return "must be https (http only to a loopback address)"
+	return "must be https"
 }
 
 func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
+	if h := strings.ToLower(strings.TrimSuffix(host, ".")); h == "localhost" || strings.HasSuffix(h, ".localhost") {
 		return true
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // ListEndpoints returns a workspace's endpoints, oldest first, secrets

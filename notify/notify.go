@@ -45,6 +45,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/egress"
 	"github.com/msgapi/msgapi/store"
 )
 
@@ -180,15 +181,18 @@ type Options struct {
 	// success for this long is disabled (default 5 days).
 	DisableAfter time.Duration
 	// AllowHTTP allows http:// endpoint URLs on any host (development and
-	// tests); otherwise only https, and http to a loopback address.
+	// tests); otherwise only https (and http to loopback when Egress lets
+	// loopback through).
 	AllowHTTP bool
+	// Egress is the dialer of every delivery: it refuses loopback, private,
+	// link-local and metadata addresses unless allowlisted. Default: refuse
+	// them all.
+	Egress *egress.Dialer
 	// Seal and Open, when set, encrypt an endpoint secret for the store and
 	// decrypt it for signing (e.g. AES-256-GCM under MSGAPI_SECRET_KEY);
 	// nil stores secrets as written.
 	Seal, Open func(string) (string, error)
-	// Client sends the webhooks; the default follows no redirects.
-	Client  *http.Client
-	Metrics Metrics
+	Metrics    Metrics
 	// Now is the clock (tests).
 	Now func() time.Time
 }
@@ -242,10 +246,10 @@ func New(o Options) *Outbox {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	client := o.Client
-	if client == nil {
-		client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if o.Egress == nil {
+		o.Egress = egress.New(egress.Options{})
 	}
+	client := o.Egress.Client(0) // each attempt's context bounds it
 	s := o.Store
 	return &Outbox{
 		opts: o, log: o.Log,

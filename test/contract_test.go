@@ -47,6 +47,7 @@ func TestContract(t *testing.T) {
 	envA := embeddedEnv(t, t.TempDir())
 	envA["MSGAPI_DEDUP_WAIT"] = "100ms"
 	envA["MSGAPI_LOG_LEVEL"] = "warn"
+	envA["MSGAPI_ENV"], envA["MSGAPI_EGRESS_ALLOW_LOOPBACK"] = "development", "true" // the event receiver is a loopback server
 	envA["MSGAPI_TWILIO_AUTH_TOKEN"], envA["MSGAPI_WEBHOOK_SECRET"] = twilioToken, relaySecret
 	a := start(t, envA)
 	engine := engineURI(envA)

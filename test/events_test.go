@@ -138,6 +138,7 @@ func TestEventWebhooksAcrossACrash(t *testing.T) {
 		"MSGAPI_ADDR": addr, "MSGAPI_PUBLIC_URL": public, "MSGAPI_LOG_LEVEL": "warn",
 		"MSGAPI_SENDER_SMS": "twilio", "MSGAPI_TWILIO_ACCOUNT_SID": "ACtest", "MSGAPI_TWILIO_AUTH_TOKEN": "twilio-auth-token",
 		"MSGAPI_TWILIO_FROM": "+15550009999", "MSGAPI_TWILIO_BASE_URL": tw.srv.URL,
+		"MSGAPI_ENV": "development", "MSGAPI_EGRESS_ALLOW_LOOPBACK": "true", // the receiver is a loopback server
 		"MSGAPI_EVENTS_RETRY_SCHEDULE": "0s,300ms,300ms,300ms", "MSGAPI_EVENTS_POLL_INTERVAL": "100ms", "MSGAPI_EVENTS_TIMEOUT": "2s",
 	} {
 		env[k] = v

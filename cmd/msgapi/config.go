@@ -80,7 +80,9 @@ var settings = []setting{
 	{"MSGAPI_EVENTS_POLL_INTERVAL", "events-poll-interval", "1s", "event webhooks: how often the store is read for due deliveries (and for events other processes recorded)", false},
 	{"MSGAPI_EVENTS_SLOW_RETRY", "events-slow-retry", "60s", "event webhooks: least delay after a timeout or a 429", false},
 	{"MSGAPI_EVENTS_DISABLE_AFTER", "events-disable-after", "120h", "event webhooks: an endpoint with no success for this long, whose retries ran out, is disabled", false},
-	{"MSGAPI_EVENTS_ALLOW_HTTP", "events-allow-http", "false", "event webhooks: allow http:// endpoint URLs on any host (development only; http to loopback is always allowed)", false},
+	{"MSGAPI_EVENTS_ALLOW_HTTP", "events-allow-http", "false", "event webhooks: allow http:// endpoint URLs on any host (development only)", false},
+	{"MSGAPI_EGRESS_ALLOW", "egress-allow", "", "event webhooks: comma-separated CIDRs, addresses and host names msgapi may deliver to although they are private (your own receivers); cloud metadata addresses stay refused", false},
+	{"MSGAPI_EGRESS_ALLOW_LOOPBACK", "egress-allow-loopback", "false", "event webhooks: let deliveries reach loopback addresses (and http:// to them); refused unless MSGAPI_ENV is development or test", false},
 }
 
 // values holds the resolved settings by environment name.

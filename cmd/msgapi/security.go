@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/msgapi/msgapi/egress"
 	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/secrets"
 	"github.com/msgapi/msgapi/store"
@@ -46,6 +47,23 @@ func securitySettings(v values, c *config, errs *[]string) {
 			*errs = append(*errs, err.Error())
 		}
 	}
+}
+
+// egressSettings builds the dialer of event deliveries: the operator's
+// allowlist, and loopback only on an explicit opt-in outside production.
+func egressSettings(v values, c *config, errs *[]string) {
+	prefixes, hosts, err := egress.ParseAllow(v.str("MSGAPI_EGRESS_ALLOW"))
+	if err != nil {
+		*errs = append(*errs, "MSGAPI_EGRESS_ALLOW: "+err.Error())
+	}
+	loopback := v.bool("MSGAPI_EGRESS_ALLOW_LOOPBACK", errs)
+	if env := v.str("MSGAPI_ENV"); loopback && env != "development" && env != "test" {
+		*errs = append(*errs, fmt.Sprintf("MSGAPI_EGRESS_ALLOW_LOOPBACK=true lets any workspace make msgapi call this host's own services: refused with MSGAPI_ENV=%q (only development or test)", env))
+	}
+	if c.events.AllowHTTP && v.str("MSGAPI_ENV") != "development" && v.str("MSGAPI_ENV") != "test" {
+		*errs = append(*errs, "MSGAPI_EVENTS_ALLOW_HTTP=true sends events in clear text: refused unless MSGAPI_ENV is development or test")
+	}
+	c.events.Egress = egress.New(egress.Options{Allow: prefixes, AllowHosts: hosts, AllowLoopback: loopback, Timeout: c.events.Timeout})
 }
 
 // checkProviderURL refuses an http:// provider URL, which would carry

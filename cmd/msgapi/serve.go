@@ -148,6 +148,7 @@ func parseConfig(v values) (config, error) {
 		errs = append(errs, fmt.Sprintf("MSGAPI_DEDUP_ON_STORE_ERROR=%q is not one of send, refuse", m))
 	}
 	securitySettings(v, &c, &errs)
+	egressSettings(v, &c, &errs)
 	if _, err := zerolog.ParseLevel(v.str("MSGAPI_LOG_LEVEL")); err != nil {
 		errs = append(errs, fmt.Sprintf("MSGAPI_LOG_LEVEL=%q is not one of debug, info, warn, error", v["MSGAPI_LOG_LEVEL"]))
 	}
