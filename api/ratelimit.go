@@ -40,7 +40,7 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		if s.opts.OnRateLimited != nil {
-			s.opts.OnRateLimited(c.Path())
+			s.opts.OnRateLimited(c.Path(), ws.ID)
 		}
 		return &msgapi.Error{
 			Code:       msgapi.CodeRateLimited,

@@ -46,8 +46,9 @@ type Options struct {
 	// the workspace's own limit, else RateLimit (the zero Limit: none).
 	Limiter   RateLimiter
 	RateLimit ratelimit.Limit
-	// OnRateLimited, optional, observes each 429 by route template.
-	OnRateLimited func(route string)
+	// OnRateLimited, optional, observes each 429 by route template and
+	// workspace id.
+	OnRateLimited func(route, workspaceID string)
 }
 
 // SendPath is the send path: package send's Service. It is an interface so

@@ -179,8 +179,8 @@ func TestRateLimit(t *testing.T) {
 	frozen := time.Now()
 	e := apitest.New(t, apitest.Options{RateLimit: ratelimit.Limit{PerSecond: 1, Burst: 3},
 		Limiter: ratelimit.New(ratelimit.Options{Now: func() time.Time { return frozen }}), // no token comes back during the test
-		OnRateLimited: func(route string) {
-			if route == "/api/messages" {
+		OnRateLimited: func(route, workspaceID string) {
+			if route == "/api/messages" && workspaceID != "" {
 				limited.Add(1)
 			}
 		}})

@@ -53,7 +53,8 @@ type Metrics struct {
 	backlog     *prometheus.GaugeVec
 
 	// pendingByWorkspace: duplicate_pending events per workspace (the
-	// operator's "pending flood" alert), its labels bounded by workspaces.
+	// operator's "pending flood" alert); it and rateLimited share the
+	// bounded set of workspace labels.
 	pendingByWorkspace *prometheus.CounterVec
 	workspaces         *labelSet
 }
@@ -125,8 +126,8 @@ func New(opts ...Option) *Metrics {
 		eventNames: &labelSet{max: maxEventNames, seen: map[string]bool{}},
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "msgapi_rate_limited_total",
-			Help: "Requests refused with 429 because their workspace was over its rate limit, by route template.",
-		}, []string{"route"}),
+			Help: "Requests refused with 429 because their workspace was over its rate limit, by route template and workspace; past 1000 workspaces the rest share workspace_id=\"other\".",
+		}, []string{"route", "workspace_id"}),
 		pendingByWorkspace: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "msgapi_duplicate_pending_total",
 			Help: "Duplicates answered \"still in flight\" (message.api.duplicate_pending) by workspace; past 1000 workspaces the rest share workspace_id=\"other\".",
@@ -246,8 +247,12 @@ func (m *Metrics) Duplicate(mode string) { m.duplicates.WithLabelValues(mode).In
 // counts replays and conflicts from their events.
 func (m *Metrics) Idempotency(outcome string) { m.idempotency.WithLabelValues(outcome).Inc() }
 
-// RateLimited counts one 429 (api.Options.OnRateLimited).
-func (m *Metrics) RateLimited(route string) { m.rateLimited.WithLabelValues(route).Inc() }
+// RateLimited counts one 429 (api.Options.OnRateLimited) by route and
+// workspace: the workspace whose engine is over its limit is the one whose
+// messages may be lost (most engines do not retry a 429).
+func (m *Metrics) RateLimited(route, workspaceID string) {
+	m.rateLimited.WithLabelValues(route, m.workspaceLabel(workspaceID)).Inc()
+}
 
 // WebhookAttempt counts one event webhook attempt (notify.Metrics).
 func (m *Metrics) WebhookAttempt(outcome string, d time.Duration) {
@@ -299,9 +304,9 @@ func (w eventCounter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// maxWorkspaceLabels bounds msgapi_duplicate_pending_total's series: the
-// first workspaces to have a pending duplicate get their own label, later
-// ones share "other" (the LogQL in the README breaks those down).
+// maxWorkspaceLabels bounds the workspace_id label (msgapi_duplicate_pending_total,
+// msgapi_rate_limited_total): the first workspaces to appear get their own
+// label, later ones share "other" (the LogQL in the README breaks those down).
 const maxWorkspaceLabels = 1000
 
 func (m *Metrics) workspaceLabel(id string) string {

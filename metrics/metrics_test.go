@@ -250,11 +250,19 @@ func between(s, start, end string) string {
 
 func TestRateLimited(t *testing.T) {
 	m := New()
-	m.RateLimited("/api/messages")
-	m.RateLimited("/api/messages")
+	m.RateLimited("/api/messages", "ws_a")
+	m.RateLimited("/api/messages", "ws_a")
+	m.RateLimited("/api/messages", "ws_b")
+	m.RateLimited("/api/messages", "not a workspace id")
 	body := serve(newEcho(m), http.MethodGet, "/metrics").Body.String()
-	if want := `msgapi_rate_limited_total{route="/api/messages"} 2`; !strings.Contains(body, want) {
-		t.Errorf("/metrics lacks %q", want)
+	for _, want := range []string{
+		`msgapi_rate_limited_total{route="/api/messages",workspace_id="ws_a"} 2`,
+		`msgapi_rate_limited_total{route="/api/messages",workspace_id="ws_b"} 1`,
+		`msgapi_rate_limited_total{route="/api/messages",workspace_id="other"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }
 

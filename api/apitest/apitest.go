@@ -97,7 +97,7 @@ type Options struct {
 	// the zero value limits only workspaces that have their own limit.
 	RateLimit ratelimit.Limit
 	// OnRateLimited observes each 429.
-	OnRateLimited func(route string)
+	OnRateLimited func(route, workspaceID string)
 	// Limiter replaces the in-process limiter (e.g. one with a frozen clock).
 	Limiter api.RateLimiter
 	// Events wires the event outbox (package notify) as production does:
