@@ -417,9 +417,64 @@ func TestPromtool(t *testing.T) {
 	// then its definition in package metrics counts.
 	defined, _ := os.ReadFile("../metrics/metrics.go")
 	for _, m := range queried {
-		exported := regexp.MustCompile(`(?m)^# TYPE `+m+` `).Match(scrape) || bytes.Contains(defined, []byte(`"`+m+`"`))
+		exported := false
+		// A histogram's series are its name plus _bucket, _sum or _count.
+		for _, name := range []string{m, strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(m, "_bucket"), "_sum"), "_count")} {
+			exported = exported || regexp.MustCompile(`(?m)^# TYPE `+name+` `).Match(scrape) || bytes.Contains(defined, []byte(`"`+name+`"`))
+		}
 		if !exported {
 			t.Errorf("the rules query %s, which msgapi does not export", m)
 		}
+	}
+}
+
+// Every alert in rules.yml has a unit test in rules_test.yml that sees it
+// fire and one that sees it stay quiet: an alert without the first may
+// never fire, one without the second may always fire.
+func TestAlertRulesTestedFiringAndQuiet(t *testing.T) {
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	readYAML(t, "../deploy/prometheus/rules.yml", &rules)
+	var tests struct {
+		Tests []struct {
+			AlertRuleTest []struct {
+				Alertname string           `yaml:"alertname"`
+				ExpAlerts []map[string]any `yaml:"exp_alerts"`
+			} `yaml:"alert_rule_test"`
+		} `yaml:"tests"`
+	}
+	readYAML(t, "../deploy/prometheus/rules_test.yml", &tests)
+	firing, quiet := map[string]bool{}, map[string]bool{}
+	for _, g := range tests.Tests {
+		for _, c := range g.AlertRuleTest {
+			if len(c.ExpAlerts) > 0 {
+				firing[c.Alertname] = true
+			} else {
+				quiet[c.Alertname] = true
+			}
+		}
+	}
+	n := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			n++
+			if !firing[r.Alert] {
+				t.Errorf("rules_test.yml never sees %s fire", r.Alert)
+			}
+			if !quiet[r.Alert] {
+				t.Errorf("rules_test.yml never sees %s stay quiet", r.Alert)
+			}
+		}
+	}
+	if n < 11 {
+		t.Errorf("rules.yml has %d alerts", n)
 	}
 }
