@@ -46,16 +46,6 @@ type Limits struct{ Window, Wait time.Duration }
 func (g *Guard) Window() time.Duration { return g.o.Window }
 func (g *Guard) Wait() time.Duration   { return g.o.Wait }
 
-type limitsKey struct{}
-
-// limits are the request's Limits (the guard's outside AcquireWith).
-func (g *Guard) limits(ctx context.Context) Limits {
-	if l, ok := ctx.Value(limitsKey{}).(Limits); ok {
-		return l
-	}
-	return Limits{Window: g.o.Window, Wait: g.o.Wait}
-}
-
 // AcquireWith is Acquire with a request's own window and wait (a
 // workspace's settings). A non-positive window is the guard's; a wait of
 // zero means "do not wait".
@@ -64,25 +54,24 @@ func (g *Guard) AcquireWith(ctx context.Context, k Key, messageID string, l Limi
 		l.Window = g.o.Window
 	}
 	l.Wait = max(l.Wait, 0)
-	ctx = context.WithValue(ctx, limitsKey{}, l)
 	lockID := LockID(k)
 	// Registered before the insert, so that a loser in this process that
 	// finds the lock also finds something to wait on.
 	g.track(messageID)
-	d, err := g.acquire(ctx, k.WorkspaceID, lockID, messageID)
+	d, err := g.acquire(ctx, l, k.WorkspaceID, lockID, messageID)
 	if d.Outcome != Won {
 		g.finish(messageID, false)
 	}
 	return d, err
 }
 
-func (g *Guard) acquire(ctx context.Context, workspaceID, lockID, messageID string) (Decision, error) {
-	err := g.insertLock(ctx, workspaceID, lockID, messageID)
+func (g *Guard) acquire(ctx context.Context, l Limits, workspaceID, lockID, messageID string) (Decision, error) {
+	err := g.insertLock(ctx, workspaceID, lockID, messageID, l.Window)
 	switch {
 	case err == nil:
 		return Decision{Outcome: Won, LockID: lockID, MessageID: messageID}, nil
 	case store.IsDuplicateKey(err):
-		return g.contend(ctx, workspaceID, lockID, messageID)
+		return g.contend(ctx, l, workspaceID, lockID, messageID)
 	case ctx.Err() != nil:
 		return Decision{}, fmt.Errorf("acquire lock %s: %w", lockID, ctx.Err())
 	}
@@ -93,7 +82,7 @@ func (g *Guard) acquire(ctx context.Context, workspaceID, lockID, messageID stri
 	// unguarded — else a timed-out insert that never landed would let the
 	// next identical request win the lock and send a second time.
 	if _, oerr := g.observe(ctx, lockID); oerr == nil {
-		return g.contend(ctx, workspaceID, lockID, messageID)
+		return g.contend(ctx, l, workspaceID, lockID, messageID)
 	}
 	if g.o.RefuseOnStoreError {
 		g.event(ctx, zerolog.ErrorLevel, events.DuplicateGuardError, workspaceID, lockID).
@@ -112,7 +101,7 @@ func (g *Guard) acquire(ctx context.Context, workspaceID, lockID, messageID stri
 // contend runs after the lock insert lost: it judges the holder, takes the
 // lock over when the holder is gone, and otherwise returns its message or
 // waits for it.
-func (g *Guard) contend(ctx context.Context, workspaceID, lockID, messageID string) (Decision, error) {
+func (g *Guard) contend(ctx context.Context, l Limits, workspaceID, lockID, messageID string) (Decision, error) {
 	var (
 		sib   *Sibling  // the holder's message, when wait has just read it
 		until time.Time // end of the wait (real clock), set when waiting starts
@@ -139,7 +128,7 @@ func (g *Guard) contend(ctx context.Context, workspaceID, lockID, messageID stri
 			case dup != nil:
 				return g.duplicate(ctx, workspaceID, lockID, messageID, dup.createdAt, dup.sib, mode()), nil
 			}
-			ierr := g.insertLock(ctx, workspaceID, lockID, messageID)
+			ierr := g.insertLock(ctx, workspaceID, lockID, messageID, l.Window)
 			switch {
 			case ierr == nil:
 				return Decision{Outcome: Won, LockID: lockID, MessageID: messageID}, nil
@@ -155,7 +144,7 @@ func (g *Guard) contend(ctx context.Context, workspaceID, lockID, messageID stri
 			// rewrite the lock.
 			won := len(v.chain) == 1
 			if !won {
-				won, v, err = g.rewrite(ctx, v, messageID)
+				won, v, err = g.rewrite(ctx, v, messageID, l.Window)
 			}
 			if won {
 				return Decision{Outcome: Won, LockID: lockID, MessageID: messageID}, nil
@@ -184,7 +173,7 @@ func (g *Guard) contend(ctx context.Context, workspaceID, lockID, messageID stri
 				return g.duplicate(ctx, workspaceID, lockID, messageID, d.createdAt, d.sib, mode()), nil
 			}
 			var won bool
-			won, v, err = g.takeOver(ctx, workspaceID, lockID, v, messageID, reason)
+			won, v, err = g.takeOver(ctx, workspaceID, lockID, v, messageID, reason, l.Window)
 			if err == nil && won {
 				return Decision{Outcome: Won, LockID: lockID, MessageID: messageID}, nil
 			}
@@ -192,7 +181,7 @@ func (g *Guard) contend(ctx context.Context, workspaceID, lockID, messageID stri
 		}
 
 		if until.IsZero() {
-			until = time.Now().Add(g.limits(ctx).Wait)
+			until = time.Now().Add(l.Wait)
 		}
 		var w waited
 		w, err = g.wait(ctx, lockID, v, until)
@@ -204,7 +193,7 @@ func (g *Guard) contend(ctx context.Context, workspaceID, lockID, messageID stri
 		case w.moved:
 			v = w.next
 		default:
-			return g.pending(ctx, workspaceID, lockID, messageID, v), nil
+			return g.pending(ctx, workspaceID, lockID, messageID, v, l.Wait), nil
 		}
 	}
 	return Decision{}, unavailable(fmt.Sprintf("no decision after %d changes of holder of", maxSteps), lockID, errContention)
@@ -355,8 +344,8 @@ func (g *Guard) fence(ctx context.Context, lockID, reason, messageID string) (bo
 
 // takeOver claims v's holder's generation for messageID and, having won the
 // claim, rewrites the lock. A lost claim returns the holder that won it.
-func (g *Guard) takeOver(ctx context.Context, workspaceID, lockID string, v *view, messageID, reason string) (won bool, next *view, err error) {
-	claimed, err := g.claim(ctx, lockID, workspaceID, v.h.messageID, messageID, reason)
+func (g *Guard) takeOver(ctx context.Context, workspaceID, lockID string, v *view, messageID, reason string, window time.Duration) (won bool, next *view, err error) {
+	claimed, err := g.claim(ctx, lockID, workspaceID, v.h.messageID, messageID, reason, window)
 	if err != nil {
 		return false, nil, err
 	}
@@ -364,7 +353,7 @@ func (g *Guard) takeOver(ctx context.Context, workspaceID, lockID string, v *vie
 		next, err = g.successor(ctx, lockID, v)
 		return false, next, err
 	}
-	won, next, err = g.rewrite(ctx, v, messageID)
+	won, next, err = g.rewrite(ctx, v, messageID, window)
 	if err != nil || !won {
 		return false, next, err
 	}
@@ -411,7 +400,7 @@ func (g *Guard) duplicate(ctx context.Context, workspaceID, lockID, messageID st
 	}
 }
 
-func (g *Guard) pending(ctx context.Context, workspaceID, lockID, messageID string, v *view) Decision {
+func (g *Guard) pending(ctx context.Context, workspaceID, lockID, messageID string, v *view, waited time.Duration) Decision {
 	sibID := v.h.messageID
 	if v.h.removing {
 		sibID = v.lock.MessageID // the holder is a remover, not a message
@@ -419,7 +408,7 @@ func (g *Guard) pending(ctx context.Context, workspaceID, lockID, messageID stri
 	now := g.now()
 	g.event(ctx, zerolog.InfoLevel, events.DuplicatePending, workspaceID, lockID).
 		Str("messageId", messageID).Str("siblingMessageId", sibID).
-		Int64("siblingAgeMs", ageMs(now, v.h.createdAt)).Dur("waited", g.limits(ctx).Wait).
+		Int64("siblingAgeMs", ageMs(now, v.h.createdAt)).Dur("waited", waited).
 		Msg("duplicate request still in flight")
 	// A retry after the holder's lease finds its message, or finds it gone
 	// and takes over; one second is the least worth waiting.

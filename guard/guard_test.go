@@ -245,7 +245,7 @@ func TestDeadClaimantTakenOver(t *testing.T) {
 		t.Fatalf("Acquire = %v, %v; want won", d.Outcome, err)
 	}
 	// msg_dead claimed msg_1's generation and died before rewriting the lock.
-	if ok, err := first.claim(context.Background(), d.LockID, key.WorkspaceID, "msg_1", "msg_dead", reasonCrashed); err != nil || !ok {
+	if ok, err := first.claim(context.Background(), d.LockID, key.WorkspaceID, "msg_1", "msg_dead", reasonCrashed, first.o.Window); err != nil || !ok {
 		t.Fatalf("claim = %v, %v", ok, err)
 	}
 
@@ -272,7 +272,7 @@ func TestRewriteGivesBackAFreshLock(t *testing.T) {
 	if d, err := g.Acquire(e.ctx, key, "msg_fresh"); err != nil || d.Outcome != Won {
 		t.Fatalf("Acquire = %v, %v; want won", d.Outcome, err)
 	}
-	won, next, err := g.rewrite(context.Background(), stale, "msg_late")
+	won, next, err := g.rewrite(context.Background(), stale, "msg_late", g.o.Window)
 	if err != nil || won || next == nil || next.h.messageID != "msg_fresh" {
 		t.Fatalf("rewrite = %v, %+v, %v; want lost, following msg_fresh", won, next, err)
 	}

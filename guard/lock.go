@@ -72,12 +72,12 @@ func viewOf(l lockDoc) *view {
 	}
 }
 
-// insertLock tries to win the lock for messageID.
-func (g *Guard) insertLock(ctx context.Context, workspaceID, lockID, messageID string) error {
+// insertLock tries to win the lock for messageID, for window.
+func (g *Guard) insertLock(ctx context.Context, workspaceID, lockID, messageID string, window time.Duration) error {
 	now := g.now()
 	_, err := g.locks.InsertOne(ctx, lockDoc{
 		ID: lockID, WorkspaceID: workspaceID, MessageID: messageID,
-		CreatedAt: now, ExpiresAt: now.Add(g.limits(ctx).Window),
+		CreatedAt: now, ExpiresAt: now.Add(window),
 	})
 	return err
 }
@@ -98,12 +98,12 @@ func (g *Guard) observe(ctx context.Context, lockID string) (*view, error) {
 // claim inserts the takeover record that ends generation from of the lock.
 // Exactly one claim per generation succeeds; claimed=false means another
 // claimant was first.
-func (g *Guard) claim(ctx context.Context, lockID, workspaceID, from, next, reason string) (claimed bool, err error) {
+func (g *Guard) claim(ctx context.Context, lockID, workspaceID, from, next, reason string, window time.Duration) (claimed bool, err error) {
 	now := g.now()
 	_, err = g.takeovers.InsertOne(ctx, takeoverDoc{
 		ID: takeoverID(lockID, from), LockID: lockID, WorkspaceID: workspaceID,
 		From: from, Next: next, Reason: reason,
-		CreatedAt: now, ExpiresAt: now.Add(g.limits(ctx).Window),
+		CreatedAt: now, ExpiresAt: now.Add(window),
 	})
 	switch {
 	case err == nil:
@@ -142,11 +142,11 @@ func (g *Guard) successor(ctx context.Context, lockID string, v *view) (*view, e
 // v's chain was won by a fresh insert after ours expired and was reaped, so
 // it is given back and its holder is returned to be followed; no lock at all
 // returns (false, nil), and the caller inserts.
-func (g *Guard) rewrite(ctx context.Context, v *view, messageID string) (won bool, next *view, err error) {
+func (g *Guard) rewrite(ctx context.Context, v *view, messageID string, window time.Duration) (won bool, next *view, err error) {
 	now := g.now()
 	mine := lockDoc{
 		ID: v.lock.ID, WorkspaceID: v.lock.WorkspaceID, MessageID: messageID,
-		CreatedAt: now, ExpiresAt: now.Add(g.limits(ctx).Window),
+		CreatedAt: now, ExpiresAt: now.Add(window),
 	}
 	var before lockDoc
 	err = g.locks.FindOneAndReplace(ctx, byID(v.lock.ID), mine).Decode(&before)

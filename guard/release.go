@@ -46,7 +46,7 @@ func (g *Guard) Release(ctx context.Context, lockID, messageID string) error {
 			return ErrWritten
 		}
 	}
-	claimed, err := g.claim(ctx, lockID, "", messageID, msgapi.NewID("rel"), reasonReleased)
+	claimed, err := g.claim(ctx, lockID, "", messageID, msgapi.NewID("rel"), reasonReleased, g.o.Window)
 	if err != nil || !claimed {
 		return err
 	}
@@ -89,7 +89,7 @@ func (g *Guard) Delete(ctx context.Context, workspaceID, lockID string) error {
 				return err
 			}
 		}
-		claimed, cerr := g.claim(ctx, lockID, workspaceID, v.h.messageID, msgapi.NewID("del"), reasonDeleted)
+		claimed, cerr := g.claim(ctx, lockID, workspaceID, v.h.messageID, msgapi.NewID("del"), reasonDeleted, g.o.Window)
 		if cerr != nil {
 			return cerr
 		}
