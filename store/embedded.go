@@ -50,9 +50,14 @@ type Embedded struct {
 	dir    string
 	socket string
 	tcp    string
+	relay  *relay // every connection's way in (relay.go)
 	cancel context.CancelFunc
 	done   chan struct{}
 }
+
+// engineSocketName is FerretDB's own socket, beside the public one: only
+// the relay connects to it.
+const engineSocketName = ".engine.sock"
 
 // StartEmbedded starts FerretDB with its data under opts.Dir, serving the
 // MongoDB protocol on a Unix socket (and on opts.TCP when set), and returns
@@ -87,6 +92,13 @@ func StartEmbedded(ctx context.Context, opts EmbeddedOptions) (*Embedded, error)
 	if err := clearStaleSocket(sock); err != nil {
 		return nil, err
 	}
+	engineSock := filepath.Join(filepath.Dir(sock), engineSocketName)
+	if err := checkSocketPath(engineSock, opts.Socket != ""); err != nil {
+		return nil, err
+	}
+	if err := clearStaleSocket(engineSock); err != nil {
+		return nil, err
+	}
 
 	tcp := opts.TCP
 	if tcp != "" {
@@ -110,11 +122,12 @@ func StartEmbedded(ctx context.Context, opts EmbeddedOptions) (*Embedded, error)
 	// its errors get through.
 	engineLog := slog.New(slog.NewJSONHandler(opts.Log, &slog.HandlerOptions{Level: slog.LevelError}))
 
-	// New binds the listeners. The socket is created with the process
-	// umask's mode and tightened at once; until then the 0700 folder keeps
-	// everyone else out.
+	// New binds the engine's private socket; the relay serves the public
+	// socket and TCP address once the engine listens. Sockets are created
+	// with the process umask's mode and tightened at once; until then the
+	// 0700 folder keeps everyone else out.
 	f, err := ferretdb.New(&ferretdb.Config{
-		Listener:  ferretdb.ListenerConfig{Unix: sock, TCP: tcp},
+		Listener:  ferretdb.ListenerConfig{Unix: engineSock},
 		Handler:   "sqlite",
 		SQLiteURL: "file:" + filepath.ToSlash(abs) + "/",
 		Logger:    engineLog,
@@ -123,15 +136,11 @@ func StartEmbedded(ctx context.Context, opts EmbeddedOptions) (*Embedded, error)
 		return nil, fmt.Errorf("embedded store: %w", err)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	e := &Embedded{dir: abs, socket: sock, tcp: tcp, cancel: cancel, done: make(chan struct{})}
+	e := &Embedded{dir: abs, socket: sock, tcp: tcp, relay: newRelay(engineSock), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(e.done)
 		_ = f.Run(runCtx)
 	}()
-	if err := os.Chmod(sock, 0o600); err != nil {
-		e.Stop()
-		return nil, fmt.Errorf("embedded store: restrict the socket to its owner: %w", err)
-	}
 
 	ready := make(chan struct{})
 	go func() { _ = f.MongoDBURI(); close(ready) }() // blocks until the listeners are up
@@ -141,7 +150,29 @@ func StartEmbedded(ctx context.Context, opts EmbeddedOptions) (*Embedded, error)
 		return nil, fmt.Errorf("embedded store: engine stopped during start-up on %s", sock)
 	case <-time.After(30 * time.Second):
 		e.Stop()
-		return nil, fmt.Errorf("embedded store: engine did not start listening on %s within 30s", sock)
+		return nil, fmt.Errorf("embedded store: engine did not start listening on %s within 30s", engineSock)
+	}
+	if err := os.Chmod(engineSock, 0o600); err != nil {
+		e.Stop()
+		return nil, fmt.Errorf("embedded store: restrict the engine's socket to its owner: %w", err)
+	}
+	ul, err := net.Listen("unix", sock)
+	if err != nil {
+		e.Stop()
+		return nil, fmt.Errorf("embedded store: listen on %s: %w", sock, err)
+	}
+	e.relay.serve(ul)
+	if err := os.Chmod(sock, 0o600); err != nil {
+		e.Stop()
+		return nil, fmt.Errorf("embedded store: restrict the socket to its owner: %w", err)
+	}
+	if tcp != "" {
+		tl, err := net.Listen("tcp", tcp)
+		if err != nil {
+			e.Stop()
+			return nil, fmt.Errorf("embedded store: cannot listen on %s: %w", tcp, err)
+		}
+		e.relay.serve(tl)
 	}
 	return e, nil
 }
@@ -256,6 +287,7 @@ func (e *Embedded) DatabaseFile(db string) string { return filepath.Join(e.dir, 
 // Stop closes the listeners (removing the socket) and all connections, then
 // the SQLite handles.
 func (e *Embedded) Stop() {
+	e.relay.Close()
 	e.cancel()
 	select {
 	case <-e.done:
