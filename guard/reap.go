@@ -13,14 +13,18 @@ import (
 )
 
 // Reap deletes expired locks (the store.ReapFunc of message_dedup_locks,
-// registered by New). A
-// delete is a change of owner like any other: for each lock it fences the
-// holder (a holder stalled past its window before writing its message must
-// never write it after its lock is gone) and claims the lock's generation,
-// and deletes only the locks whose claim it won. A lock rewritten by a
-// takeover after the scan read it was claimed by that takeover, so the
-// reaper's claim loses and the fresh lock stays. Each batch of ReapBatch
-// locks costs one fence insert, one claim insert and one delete command.
+// registered by New). A delete is a change of owner like any other: for
+// each lock it fences the holder (a holder stalled past its window before
+// writing its message must never write it after its lock is gone), claims
+// the lock's generation, and deletes only the locks whose claim it won and
+// only while they still name the generation it claimed. A reaper that
+// stalls past the lease after its claim is judged gone and its claim taken
+// over like any remover's; the taker rewrites the lock, and the late delete
+// no longer matches it (a delete by _id alone removed that fresh lock, and a
+// third request then won an empty lock and sent again). Each batch of
+// ReapBatch locks costs one fence insert, one claim insert and one delete
+// command (store.DeleteEach: on the embedded engine one scan of the lock
+// collection).
 func (g *Guard) Reap(ctx context.Context, now time.Time, docs []bson.Raw) (int64, error) {
 	var total int64
 	for raw := range slices.Chunk(docs, store.ReapBatch) {
@@ -55,13 +59,13 @@ func (g *Guard) Reap(ctx context.Context, now time.Time, docs []bson.Raw) (int64
 		if err != nil {
 			return total, fmt.Errorf("claim expired locks: %w", err)
 		}
-		var ids []any
+		var held []bson.D
 		for i, l := range locks {
 			if won[i] {
-				ids = append(ids, l.ID)
+				held = append(held, holdsOneOf(l.ID, l.MessageID))
 			}
 		}
-		n, err := g.o.Store.DeleteIDs(ctx, locksName, ids)
+		n, err := g.o.Store.DeleteEach(ctx, locksName, held)
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("delete expired locks: %w", err)

@@ -110,15 +110,14 @@ func (g *Guard) Delete(ctx context.Context, workspaceID, lockID string) error {
 }
 
 // holdsOneOf matches the lock only while it names one of the generations
-// its remover claimed. A remover that stalls past the lease is judged
-// crashed, and its claim taken over: the taker rewrites the lock, and the
-// remover's late delete must not remove that fresh lock (a third request
-// would then win an empty lock and send a second time — the chaos run found
-// it). On MongoDB the condition is atomic. On the embedded engine the
-// delete reads, filters and deletes in separate steps, and a filter beyond
-// _id scans the lock collection (bounded by the window and the send rate;
-// releases and operator deletes are rare), so the race narrows from a
-// stall to those steps' microseconds.
+// its remover claimed. A remover (a release, an operator's delete, the
+// reaper) that stalls past the lease is judged gone, and its claim taken
+// over: the taker rewrites the lock, and the remover's late delete must not
+// remove that fresh lock (a third request would then win an empty lock and
+// send a second time — the chaos run found it). The condition is atomic on
+// MongoDB, and on the embedded engine because every write command runs
+// alone there (store/relay.go); there a filter beyond _id reads the lock
+// collection, whose size the window and the send rate bound.
 func holdsOneOf(lockID string, messageIDs ...string) bson.D {
 	return bson.D{{Key: "_id", Value: lockID}, {Key: "messageId", Value: bson.D{{Key: "$in", Value: messageIDs}}}}
 }

@@ -288,6 +288,32 @@ func (s *Store) DeleteIDs(ctx context.Context, collection string, ids []any) (in
 	return total, nil
 }
 
+// DeleteEach deletes each document that still matches its filter (every
+// filter names an _id), in one command: a delete of the $or of the
+// filters. On MongoDB each document is matched and deleted atomically, by
+// its _id index. On the embedded engine the command reads the whole
+// collection once (a filter beyond {_id} is not pushed down) and runs
+// alone (relay.go), so it is atomic there too; the cost is one scan per
+// call, which is why callers batch (ReapBatch) and use it only for owned
+// collections, whose size the window bounds.
+func (s *Store) DeleteEach(ctx context.Context, collection string, filters []bson.D) (int64, error) {
+	if len(filters) == 0 {
+		return 0, nil
+	}
+	if err := s.Yield(ctx); err != nil {
+		return 0, err
+	}
+	or := make(bson.A, len(filters))
+	for i, f := range filters {
+		or[i] = f
+	}
+	res, err := s.Collection(collection).DeleteMany(ctx, bson.D{{Key: "$or", Value: or}})
+	if err != nil {
+		return 0, err
+	}
+	return res.DeletedCount, nil
+}
+
 // RunReaper calls Reap every interval until ctx ends. It is garbage
 // collection only: a failed pass is logged and retried at the next tick.
 func (s *Store) RunReaper(ctx context.Context, interval time.Duration) {
