@@ -285,10 +285,13 @@ func (g *Guard) resolveSeen(ctx context.Context, lockID string, seen holders, sk
 // was written in the meantime and is judged like any other.
 func (g *Guard) judge(ctx context.Context, lockID string, v *view, sib *Sibling) (reason string, dup *Sibling, err error) {
 	now := g.now()
+	held := g.heldFor(lockID, v.h.messageID)
 	if v.h.removing {
 		// Its remover deletes the lock within milliseconds; one that has
-		// not after Lease died doing so. A remover writes no message.
-		if now.Sub(v.h.createdAt) >= g.o.Lease {
+		// not after Lease (seen from here) died doing so, or stalls: its
+		// late delete matches only the generation it claimed. A remover
+		// writes no message.
+		if held >= g.o.Lease {
 			return reasonCrashed, nil, nil
 		}
 		return "", nil, nil
@@ -306,7 +309,7 @@ func (g *Guard) judge(ctx context.Context, lockID string, v *view, sib *Sibling)
 			switch {
 			case expired:
 				return reasonExpired, nil, nil
-			case now.Sub(v.h.createdAt) >= g.o.Lease:
+			case held >= g.o.Lease:
 				return reasonCrashed, nil, nil
 			}
 			return reasonFenced, nil, nil
@@ -316,8 +319,8 @@ func (g *Guard) judge(ctx context.Context, lockID string, v *view, sib *Sibling)
 			return reasonExpired, nil, nil
 		case sib != nil:
 			return "", sib, nil
-		case !expired && now.Sub(v.h.createdAt) < g.o.Lease:
-			return "", nil, nil // still within its lease: wait for it
+		case !expired && held < g.o.Lease:
+			return "", nil, nil // still within its lease, as seen from here: wait for it
 		}
 		reason = reasonCrashed // its winner died (or stalls) before writing the message
 		if expired {
@@ -412,7 +415,7 @@ func (g *Guard) pending(ctx context.Context, workspaceID, lockID, messageID stri
 		Msg("duplicate request still in flight")
 	// A retry after the holder's lease finds its message, or finds it gone
 	// and takes over; one second is the least worth waiting.
-	retry := max(v.h.createdAt.Add(g.o.Lease).Sub(now), time.Second)
+	retry := max(g.o.Lease-g.heldFor(lockID, v.h.messageID), time.Second)
 	return Decision{Outcome: Pending, LockID: lockID, MessageID: sibID, SiblingAge: max(now.Sub(v.h.createdAt), 0), RetryAfter: retry}
 }
 

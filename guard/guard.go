@@ -198,6 +198,9 @@ type Guard struct {
 	flights map[string]*flight // messages this process won and has not written yet
 
 	waiting atomic.Int64 // requests blocked in wait (tests use it as a barrier)
+
+	seenMu sync.Mutex
+	seen   map[string]time.Time // (lock, holder) → when this process first saw it (heldFor)
 }
 
 // New returns a guard. Store and Sibling are required.
@@ -220,12 +223,47 @@ func New(o Options) *Guard {
 	// On a replica set every collection writes with majority and reads the
 	// primary (store.Open), so a lock survives a failover.
 	locks, takeovers := o.Store.Collection(locksName), o.Store.Collection(takeoversName)
-	g := &Guard{o: o, locks: locks, takeovers: takeovers, flights: map[string]*flight{}}
+	g := &Guard{o: o, locks: locks, takeovers: takeovers, flights: map[string]*flight{}, seen: map[string]time.Time{}}
 	o.Store.ReapWith(locksName, g.Reap)
 	return g
 }
 
 func (g *Guard) now() time.Time { return g.o.Now() }
+
+// seenMax bounds the memory of heldFor. Forgetting a holder is always safe:
+// it only makes this process watch it for a lease again.
+const seenMax = 10_000
+
+// heldFor is how long this process has seen holder hold lockID's current
+// generation, on its own clock: the age by which "the holder (or remover)
+// died" is judged. A lock's createdAt was written by another process, whose
+// clock may be seconds off; judged by it, a process whose clock runs ahead
+// declares a live holder or remover dead at once. Judged by what this
+// process has watched, skew decides nothing: a holder is gone only after
+// some process has seen it unchanged for a whole lease. The first sight
+// counts from zero, so a crashed holder is taken over a lease after the
+// first request that meets it, not a lease after it was written.
+func (g *Guard) heldFor(lockID, holder string) time.Duration {
+	now := g.now()
+	k := lockID + "\x00" + holder
+	g.seenMu.Lock()
+	defer g.seenMu.Unlock()
+	if t, ok := g.seen[k]; ok {
+		return max(now.Sub(t), 0)
+	}
+	if len(g.seen) >= seenMax {
+		for k, t := range g.seen {
+			if now.Sub(t) > 2*(g.o.Lease+g.o.Wait) {
+				delete(g.seen, k)
+			}
+		}
+		if len(g.seen) >= seenMax {
+			clear(g.seen)
+		}
+	}
+	g.seen[k] = now
+	return 0
+}
 
 // Written wakes same-process waiters: the message messageID is now in the
 // store. Call it right after the message insert.

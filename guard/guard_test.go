@@ -213,7 +213,10 @@ func TestCrashedWinnerTakenOverOnce(t *testing.T) {
 	if d, err := crashed.Acquire(e.ctx, key, "msg_crashed"); err != nil || d.Outcome != Won {
 		t.Fatalf("Acquire = %v, %v; want won", d.Outcome, err)
 	}
-	later := e.guard(Options{Now: func() time.Time { return time.Now().Add(31 * time.Second) }})
+	clk := &clock{}
+	later := e.guard(Options{Now: clk.Now})
+	watch(t, e, later, "msg_watch")
+	clk.advance(31 * time.Second) // later has seen the holder for a lease
 	ds, errs := race(8, func(int) (Decision, error) { return e.request(later, e.msgs, key, 50*time.Millisecond) })
 	winner := oneWinner(t, ds, errs)
 	if ds[winner].MessageID == "msg_crashed" {
@@ -252,7 +255,12 @@ func TestDeadClaimantTakenOver(t *testing.T) {
 	if got, err := first.Acquire(e.ctx, key, "msg_2"); err != nil || got.Outcome != Pending {
 		t.Fatalf("Acquire within the lease = %+v, %v; want pending", got, err)
 	}
-	later := e.guard(Options{Now: func() time.Time { return time.Now().Add(31 * time.Second) }})
+	clk := &clock{}
+	later := e.guard(Options{Now: clk.Now})
+	watch(t, e, later, "msg_watch1")
+	clk.advance(31 * time.Second) // msg_1 is judged gone; its claimant msg_dead is seen
+	watch(t, e, later, "msg_watch2")
+	clk.advance(31 * time.Second) // and msg_dead has been seen for a lease
 	got, err := later.Acquire(e.ctx, key, "msg_3")
 	if err != nil || got.Outcome != Won {
 		t.Fatalf("Acquire after the lease = %+v, %v; want won", got, err)
@@ -431,7 +439,10 @@ func TestRelease(t *testing.T) {
 		e := newEnv(t)
 		slow := e.guard(Options{})
 		d1, _ := slow.Acquire(e.ctx, key, "msg_1")
-		later := e.guard(Options{Now: func() time.Time { return time.Now().Add(31 * time.Second) }})
+		clk := &clock{}
+		later := e.guard(Options{Now: clk.Now})
+		watch(t, e, later, "msg_watch")
+		clk.advance(31 * time.Second)
 		if d, err := later.Acquire(e.ctx, key, "msg_2"); err != nil || d.Outcome != Won {
 			t.Fatalf("takeover = %v, %v; want won", d.Outcome, err)
 		}
@@ -539,13 +550,18 @@ func TestSuccessiveClaimantsSendOnce(t *testing.T) {
 	if d, err := e.guard(Options{}).Acquire(e.ctx, key, "msg_crashed"); err != nil || d.Outcome != Won {
 		t.Fatalf("Acquire = %v, %v; want won", d.Outcome, err)
 	}
-	c1 := e.guard(Options{Now: func() time.Time { return time.Now().Add(31 * time.Second) }})
+	clk1, clk2 := &clock{}, &clock{}
+	c1 := e.guard(Options{Now: clk1.Now})
+	watch(t, e, c1, "msg_w1")
+	clk1.advance(31 * time.Second)
 	d1, err := c1.Acquire(e.ctx, key, "msg_c1")
 	if err != nil || d1.Outcome != Won {
 		t.Fatalf("first claimant = %v, %v; want won", d1.Outcome, err)
 	}
-	// C1 stalls; C2's clock is a lease past C1's claim.
-	c2 := e.guard(Options{Now: func() time.Time { return time.Now().Add(62 * time.Second) }})
+	// C1 stalls; C2 watches its claim for a lease.
+	c2 := e.guard(Options{Now: clk2.Now})
+	watch(t, e, c2, "msg_w2")
+	clk2.advance(31 * time.Second)
 	d2, err := e.requestThen(c2, e.msgs, key, func() error { return nil })
 	if err != nil || d2.Outcome != Won {
 		t.Fatalf("second claimant = %+v, %v; want won and written", d2, err)
@@ -617,7 +633,10 @@ func TestStalledReleaseKeepsTheTakersLock(t *testing.T) {
 	go func() { released <- holder.Release(e.ctx, d.LockID, "msg_1") }()
 	<-held // fenced and claimed; its delete is stalled
 
-	taker := e.guard(Options{Now: func() time.Time { return time.Now().Add(31 * time.Second) }})
+	clk := &clock{}
+	taker := e.guard(Options{Now: clk.Now})
+	watch(t, e, taker, "msg_watch")
+	clk.advance(31 * time.Second) // the stalled remover has been seen for a lease
 	if d2, err := taker.Acquire(e.ctx, key, "msg_2"); err != nil || d2.Outcome != Won {
 		t.Fatalf("taker = %v, %v; want won over the stalled remover", d2.Outcome, err)
 	}

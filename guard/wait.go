@@ -122,7 +122,7 @@ func (g *Guard) poll(ctx context.Context, lockID string, v *view, until time.Tim
 				return waited{moved: true, next: next}, nil
 			}
 		}
-		if g.now().Sub(v.h.createdAt) >= g.o.Lease {
+		if g.heldFor(lockID, v.h.messageID) >= g.o.Lease {
 			return waited{moved: true, next: v}, nil // judge the holder as crashed
 		}
 	}
