@@ -12,11 +12,25 @@ import (
 // and the duplicate answer are also rebuilt from the store for an
 // Idempotency-Key whose holder died (commit.go), by this same code.
 
+// Every 2xx answer has one shape (SPEC: Callers): success, status,
+// duplicateOnly, pending, message and the CRM keys, always present, so that
+// an engine that builds its field picker from one sample (Zapier, Make)
+// sees every field of every answer. status is the message's status; a
+// duplicate's is its original's; a pending answer's is "pending" (never
+// null: a workflow branching on status must not take its failure branch
+// for a request that is only waiting).
+
+// StatusPending is the status of the "still in flight" answer: no message
+// of this request, and the original's is not known yet.
+const StatusPending = "pending"
+
 // SentAnswer is the answer to a send that ran: 201 (new lead) or 200.
 type SentAnswer struct {
-	Success bool             `json:"success"`
-	Status  string           `json:"status"`
-	Message messages.Message `json:"message"`
+	Success       bool             `json:"success"`
+	Status        string           `json:"status"`
+	DuplicateOnly bool             `json:"duplicateOnly"`
+	Pending       bool             `json:"pending"`
+	Message       messages.Message `json:"message"`
 	crmKeys
 }
 
@@ -25,8 +39,9 @@ type SentAnswer struct {
 // finished request, to be retried.
 type DuplicateAnswer struct {
 	Success          bool              `json:"success"`
+	Status           string            `json:"status"`
 	DuplicateOnly    bool              `json:"duplicateOnly"`
-	Pending          bool              `json:"pending,omitempty"`
+	Pending          bool              `json:"pending"`
 	OriginalAgeMs    *int64            `json:"originalAgeMs,omitempty"`
 	DuplicateMessage string            `json:"duplicateMessage"`
 	LockID           string            `json:"lockId"`
@@ -64,7 +79,7 @@ func duplicateOf(m messages.Message, lockID string, age time.Duration) Duplicate
 	secs := int(max(age, 0).Round(time.Second) / time.Second)
 	text := fmt.Sprintf("The same text was sent to this contact %d seconds ago; the existing message is returned and nothing was sent again.", secs)
 	return DuplicateAnswer{
-		Success: true, DuplicateOnly: true, DuplicateMessage: text, LockID: lockID,
+		Success: true, Status: m.Status, DuplicateOnly: true, DuplicateMessage: text, LockID: lockID,
 		Message: &m, crmKeys: keysOf(m.LeadID, m.CRM),
 	}
 }
@@ -75,7 +90,7 @@ func duplicateOf(m messages.Message, lockID string, age time.Duration) Duplicate
 func pending(lockID string, retryAfter, age time.Duration) Answer {
 	ms := age.Milliseconds()
 	return Answer{Status: http.StatusOK, RetryAfter: max(retryAfter, time.Second), Body: DuplicateAnswer{
-		Success: true, DuplicateOnly: true, Pending: true, OriginalAgeMs: &ms, LockID: lockID,
+		Success: true, Status: StatusPending, DuplicateOnly: true, Pending: true, OriginalAgeMs: &ms, LockID: lockID,
 		DuplicateMessage: "An identical request for this contact is still being processed; retry after it completes to get the original message.",
 	}}
 }
