@@ -402,14 +402,11 @@ func (o *Outbox) claimedElsewhere(ctx context.Context, d delivery) {
 func (o *Outbox) post(ctx context.Context, ep Endpoint, e event, n int) (res result, retryAfter time.Duration, slow bool) {
 	start := time.Now()
 	res.At = o.now()
-	secret := ep.Secret
-	if o.opts.Open != nil {
-		s, err := o.opts.Open(secret)
-		if err != nil {
-			res.Error = "endpoint secret cannot be decrypted"
-			return res, 0, false
-		}
-		secret = s
+	secret, _, err := o.opts.Keyring.Open(ep.Secret, endpointAAD(ep.WorkspaceID, ep.ID))
+	if err != nil {
+		o.log.Error().Err(err).Str("event", events.WebhookStoreError).Str("endpointId", ep.ID).Msg("outbox: endpoint secret cannot be decrypted")
+		res.Error = "endpoint secret cannot be decrypted"
+		return res, 0, false
 	}
 	key, err := SecretKey(secret)
 	if err != nil {

@@ -85,11 +85,8 @@ func (o *Outbox) CreateEndpoint(ctx context.Context, workspaceID string, in Endp
 		EventTypes: types, Secret: NewSecret(), CreatedAt: o.now(),
 	}
 	stored := ep
-	if o.opts.Seal != nil {
-		var err error
-		if stored.Secret, err = o.opts.Seal(ep.Secret); err != nil {
-			return Endpoint{}, fmt.Errorf("seal webhook endpoint secret: %w", err)
-		}
+	if stored.Secret, err = o.opts.Keyring.Seal(ep.Secret, endpointAAD(workspaceID, ep.ID)); err != nil {
+		return Endpoint{}, fmt.Errorf("seal webhook endpoint secret: %w", err)
 	}
 	if _, err := o.endpoints.InsertOne(ctx, stored); err != nil {
 		return Endpoint{}, msgapi.Unavailable(fmt.Errorf("insert webhook endpoint: %w", err))
@@ -242,6 +239,12 @@ func (c *endpointCache) put(ws string, eps []Endpoint, now time.Time) {
 		clear(c.m)
 	}
 	c.m[ws] = cachedEndpoints{eps: eps, expires: now.Add(c.ttl)}
+}
+
+func (c *endpointCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.m)
 }
 
 func (c *endpointCache) forget(ws string) {

@@ -46,6 +46,7 @@ import (
 
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/egress"
+	"github.com/msgapi/msgapi/secrets"
 	"github.com/msgapi/msgapi/store"
 )
 
@@ -188,11 +189,11 @@ type Options struct {
 	// link-local and metadata addresses unless allowlisted. Default: refuse
 	// them all.
 	Egress *egress.Dialer
-	// Seal and Open, when set, encrypt an endpoint secret for the store and
-	// decrypt it for signing (e.g. AES-256-GCM under MSGAPI_SECRET_KEY);
-	// nil stores secrets as written.
-	Seal, Open func(string) (string, error)
-	Metrics    Metrics
+	// Keyring seals endpoint secrets at rest (AES-256-GCM under
+	// MSGAPI_SECRET_KEY, bound to workspace and endpoint); nil stores them
+	// in clear.
+	Keyring *secrets.Keyring
+	Metrics Metrics
 	// Now is the clock (tests).
 	Now func() time.Time
 }

@@ -2,7 +2,8 @@ package notify
 
 import (
 	"context"
-	"encoding/hex"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/msgapi/msgapi/egress"
+	"github.com/msgapi/msgapi/secrets"
 	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/store/storetest"
 )
@@ -210,23 +212,29 @@ func TestDeliverRetrySigned(t *testing.T) {
 	}
 }
 
-// With Seal and Open set, the store never holds the secret as written, and
-// deliveries are still signed with it.
+// With a keyring the store never holds the secret as written (it is sealed
+// and bound to its endpoint), deliveries are still signed with it, and
+// RotateSecrets moves it to a new key.
 func TestSealedSecrets(t *testing.T) {
 	st := storetest.New(t, Collections...)
 	ep := newEndpoint(t, func(int) int { return http.StatusOK })
-	// A stand-in cipher: reversible, never the plain text.
-	seal := func(s string) (string, error) { return "sealed:" + hex.EncodeToString([]byte(s)), nil }
-	open := func(s string) (string, error) {
-		b, err := hex.DecodeString(strings.TrimPrefix(s, "sealed:"))
-		return string(b), err
+	keyA, keyB := testKey(t), testKey(t)
+	krA, err := secrets.NewKeyring(keyA, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	ob := run(t, st, Options{Seal: seal, Open: open})
+	ob := run(t, st, Options{Keyring: krA})
 	e := mustEndpoint(t, ob, "ws_a", ep.srv.URL)
 	ctx := context.Background()
-	var raw Endpoint
-	if err := st.Collection(collEndpoints).FindOne(ctx, byID(e.ID)).Decode(&raw); err != nil || raw.Secret == e.Secret {
-		t.Fatalf("stored secret %q (%v): the plain secret is in the store", raw.Secret, err)
+	raw := func() string {
+		var r Endpoint
+		if err := st.Collection(collEndpoints).FindOne(ctx, byID(e.ID)).Decode(&r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Secret
+	}
+	if s := raw(); strings.Contains(s, "whsec_") || secrets.StoredKeyID(s) != krA.CurrentID() {
+		t.Fatalf("stored secret %.8q…: not sealed under the current key", s)
 	}
 	if _, err := ob.Record(ctx, fact("ws_a", "msg_1")); err != nil {
 		t.Fatal(err)
@@ -236,6 +244,33 @@ func TestSealedSecrets(t *testing.T) {
 	if h := ep.got()[0]; Verify(key, h.id, h.ts, h.sig, h.body, time.Now()) != nil {
 		t.Error("the delivery is not signed with the endpoint's secret")
 	}
+
+	krB, err := secrets.NewKeyring(keyB, []string{keyA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rot := New(Options{Store: st, Log: zerolog.Nop(), Keyring: krB})
+	if r, err := rot.RotateSecrets(ctx); err != nil || r.Resealed != 1 {
+		t.Fatalf("rotate: %+v %v, want 1 resealed", r, err)
+	}
+	if s := raw(); secrets.StoredKeyID(s) != krB.CurrentID() {
+		t.Errorf("after rotation the secret is under key %s, want %s", secrets.StoredKeyID(s), krB.CurrentID())
+	}
+	if rep, err := ob.CheckSecrets(ctx); err != nil || len(rep.Unreadable) != 1 {
+		t.Errorf("key A alone: %+v %v, want key B unreadable", rep, err)
+	}
+	// A sealed secret copied to another endpoint does not open there.
+	if _, _, err := krB.Open(raw(), endpointAAD("ws_a", "we_other")); err == nil {
+		t.Error("a sealed secret opened for another endpoint")
+	}
+}
+
+func testKey(t *testing.T) string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b)
 }
 
 func TestGoneRedirectAndExhaustion(t *testing.T) {

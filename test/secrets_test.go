@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/secrets"
 )
@@ -187,5 +189,75 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 	}
 	if !strings.Contains(c.Logs(), "stored IN CLEAR") {
 		t.Errorf("start-up without MSGAPI_SECRET_KEY does not warn that secrets are in clear:\n%s", c.Logs())
+	}
+}
+
+// Event endpoint secrets (whsec_…) are sealed under MSGAPI_SECRET_KEY like
+// every other secret: the raw store holds no whsec_, `msgapi secrets rotate`
+// re-seals them under the new key, and deliveries are still signed with the
+// secret the workspace was shown.
+func TestEndpointSecretsSealedAndRotated(t *testing.T) {
+	hooks := newHookReceiver(t)
+	keyA, keyB := randomKey(t), randomKey(t)
+	dir := t.TempDir()
+	withKey := func(current, previous string) map[string]string {
+		env := embeddedEnv(t, dir)
+		env["MSGAPI_SECRET_KEY"], env["MSGAPI_SECRET_KEY_PREVIOUS"] = current, previous
+		env["MSGAPI_ENV"], env["MSGAPI_EGRESS_ALLOW_LOOPBACK"] = "development", "true" // the receiver is a loopback server
+		env["MSGAPI_EVENTS_RETRY_SCHEDULE"], env["MSGAPI_EVENTS_POLL_INTERVAL"] = "0s,200ms,200ms", "100ms"
+		return env
+	}
+	rawSecret := func(env map[string]string, id string) string {
+		var doc struct{ Secret string }
+		if err := connectStore(t, engineURI(env)).Collection("webhook_endpoints").FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc.Secret
+	}
+	envA := withKey(keyA, "")
+	p := start(t, envA)
+	_, key := p.createWorkspace(admin)
+	r := p.do(http.MethodPost, "/api/webhook-endpoints", key, `{"url":"`+hooks.srv.URL+`/hooks","eventTypes":["message.sent"]}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("register endpoint: %d %s", r.status, r.body)
+	}
+	ep := r.json(t)["endpoint"].(map[string]any)
+	id, secret := ep["id"].(string), ep["secret"].(string)
+	hooks.setSecret(t, secret)
+	if raw := rawSecret(envA, id); strings.Contains(raw, "whsec_") || !strings.HasPrefix(raw, secrets.Prefix+keyID(t, keyA)+":") {
+		t.Errorf("stored endpoint secret %.8q…, want sealed under key %s", raw, keyID(t, keyA))
+	}
+	if err := p.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	if out, err := runCLI(t, withKey(keyB, keyA), "secrets", "rotate"); err != nil || !strings.Contains(out, "1 secrets re-encrypted") {
+		t.Fatalf("secrets rotate: %v\n%s", err, out)
+	}
+	envB := withKey(keyB, "")
+	p2 := start(t, envB)
+	if raw := rawSecret(envB, id); !strings.HasPrefix(raw, secrets.Prefix+keyID(t, keyB)+":") {
+		t.Errorf("after rotation the endpoint secret is %.8q…, want sealed under key %s", raw, keyID(t, keyB))
+	}
+	if r := p2.do(http.MethodPost, "/api/messages", key, `{"channel":"sms","recipientPhone":"+15550100001","body":"Hello"}`); r.status != http.StatusCreated {
+		t.Fatalf("send: %d %s", r.status, r.body)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		hits := hooks.of("message.sent")
+		if len(hits) > 0 && hits[len(hits)-1].valid {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no validly signed message.sent under the rotated key: %+v", hits)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := p2.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The old key alone cannot open what is now sealed under the new one.
+	if out, err := runCLI(t, withKey(keyA, ""), "serve"); err == nil || !strings.Contains(out, keyID(t, keyB)) {
+		t.Errorf("start with the old key alone: %v\n%s\nwant a refusal naming key id %s", err, out, keyID(t, keyB))
 	}
 }

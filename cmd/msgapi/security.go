@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/msgapi/msgapi/egress"
 	"github.com/msgapi/msgapi/inbound"
+	"github.com/msgapi/msgapi/notify"
 	"github.com/msgapi/msgapi/secrets"
 	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/workspace"
@@ -97,14 +99,28 @@ func checkProviderURL(setting, raw, env string, log zerolog.Logger) error {
 // checkStoredSecrets runs at start-up: secrets this process could not open
 // stop it with an error that says which key is missing, instead of every
 // webhook of those workspaces failing later; stale ones are reported.
-func checkStoredSecrets(ctx context.Context, ws *workspace.Store, kr *secrets.Keyring, log zerolog.Logger) error {
+func checkStoredSecrets(ctx context.Context, ws *workspace.Store, ob *notify.Outbox, kr *secrets.Keyring, log zerolog.Logger) error {
 	if !kr.Enabled() {
-		log.Warn().Msg("MSGAPI_SECRET_KEY is not set: workspace webhook secrets (Twilio auth tokens, Slack signing secrets, …) are stored IN CLEAR in the database; set it to encrypt them (README: Security)")
+		log.Warn().Msg("MSGAPI_SECRET_KEY is not set: workspace webhook secrets (Twilio auth tokens, Slack signing secrets, event endpoint whsec_ secrets, …) are stored IN CLEAR in the database; set it to encrypt them (README: Security)")
 	}
 	rep, err := ws.CheckSecrets(ctx)
 	if err != nil {
 		return fmt.Errorf("check stored secrets: %w", err)
 	}
+	eps, err := ob.CheckSecrets(ctx)
+	if err != nil {
+		return fmt.Errorf("check stored endpoint secrets: %w", err)
+	}
+	rep.Clear += eps.Clear
+	for id, n := range eps.ByKey {
+		rep.ByKey[id] += n
+	}
+	for _, id := range eps.Unreadable {
+		if !slices.Contains(rep.Unreadable, id) {
+			rep.Unreadable = append(rep.Unreadable, id)
+		}
+	}
+	slices.Sort(rep.Unreadable)
 	if len(rep.Unreadable) > 0 {
 		hint := "set MSGAPI_SECRET_KEY to the key they were encrypted with"
 		if kr.Enabled() {
