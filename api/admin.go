@@ -103,6 +103,7 @@ type settingsView struct {
 	DedupWait     *string          `json:"dedupWait"`
 	RateLimit     *ratelimit.Limit `json:"rateLimit"`
 	DefaultRegion *string          `json:"defaultRegion"`
+	OptOutReply   *string          `json:"optOutReply"`
 }
 
 func viewOf(ws workspace.Workspace) workspaceView {
@@ -124,6 +125,7 @@ func viewOf(ws workspace.Workspace) workspaceView {
 		Settings: settingsView{
 			DedupWindow: dur(ws.Settings.DedupWindow), DedupWait: dur(ws.Settings.DedupWait),
 			RateLimit: ws.Settings.RateLimit, DefaultRegion: ptr(ws.Settings.DefaultRegion),
+			OptOutReply: ptr(ws.Settings.OptOutReply),
 		},
 		WebhookSecrets: secrets,
 	}

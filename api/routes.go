@@ -29,6 +29,12 @@ func (s *Server) routes(e *echo.Echo) {
 	api.GET("/leads/:id", s.getLead)
 	api.GET("/conversations/:id", s.getConversation)
 	api.DELETE("/dedup-locks/:lockId", s.deleteDedupLock)
+	if s.opts.Consent != nil { // the suppression list (suppressions.go)
+		api.GET("/suppressions", s.listSuppressions)
+		api.POST("/suppressions", s.createSuppression, readBody)
+		api.GET("/suppressions/:address", s.getSuppression)
+		api.DELETE("/suppressions/:address", s.deleteSuppression)
+	}
 	if s.opts.Outbox != nil { // event webhooks (events.go)
 		api.POST("/webhook-endpoints", s.createEndpoint, readBody)
 		api.GET("/webhook-endpoints", s.listEndpoints)
@@ -36,6 +42,13 @@ func (s *Server) routes(e *echo.Echo) {
 		api.GET("/events", s.listEvents)
 		api.GET("/events/:id", s.getEvent)
 		api.POST("/events/:id/redeliver", s.redeliverEvent)
+	}
+
+	// The one-click unsubscribe URL of emails (RFC 8058): public, the
+	// sealed token is the authorisation.
+	if s.opts.Consent != nil && s.opts.Unsubscribe != nil {
+		e.GET(UnsubscribePath+":token", s.unsubscribeGet)
+		e.POST(UnsubscribePath+":token", s.unsubscribePost)
 	}
 
 	admin := e.Group("/admin", s.adminOnly)

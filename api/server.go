@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/consent"
 	"github.com/msgapi/msgapi/idempotency"
 	"github.com/msgapi/msgapi/messages"
 	"github.com/msgapi/msgapi/notify"
@@ -38,6 +39,10 @@ type Options struct {
 	Idempotency *idempotency.Keys
 	// Outbox enables the event webhook routes; nil leaves them out.
 	Outbox *notify.Outbox
+	// Consent enables the suppression-list routes; with Unsubscribe (the
+	// token sealer) also the public one-click unsubscribe page.
+	Consent     *consent.Store
+	Unsubscribe *consent.Tokens
 	// Extra lets other capabilities add their routes (webhooks, metrics).
 	Extra func(e *echo.Echo)
 	// Middleware runs first on every request (e.g. metrics).

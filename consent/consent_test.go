@@ -241,3 +241,41 @@ func TestTokens(t *testing.T) {
 		t.Error("a token opened under another key")
 	}
 }
+
+func TestKeywordsHandle(t *testing.T) {
+	ctx := context.Background()
+	s, changes := newStore(t)
+	var replies []string
+	k := NewKeywords(KeywordOptions{Store: s,
+		ReplyText: func(context.Context, string) (string, error) { return "You are unsubscribed.", nil },
+		Reply: func(_ context.Context, in Inbound, text string) (string, string) {
+			replies = append(replies, in.Phone+": "+text)
+			return "sent", ""
+		}})
+	stop := Inbound{WorkspaceID: "ws_k", MessageID: "msg_in_stop", Channel: "sms", Phone: "+15550100000", Text: "  Stop "}
+	for range 3 { // the vendor redelivers
+		if err := k.Handle(ctx, stop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok, _ := s.Check(ctx, "ws_k", "+15550100000"); !ok {
+		t.Fatal("not suppressed after STOP")
+	}
+	if len(*changes) != 1 || len(replies) != 1 {
+		t.Errorf("after 3 deliveries of one STOP: %d changes, %d replies; want 1 and 1", len(*changes), len(replies))
+	}
+	for _, text := range []string{"HELP", "hello", "stop please"} {
+		if err := k.Handle(ctx, Inbound{WorkspaceID: "ws_k", MessageID: "msg_in_" + text, Phone: "+15550100000", Text: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := k.Handle(ctx, Inbound{WorkspaceID: "ws_k", MessageID: "msg_in_start", Phone: "+15550100000", Text: "START"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.Check(ctx, "ws_k", "+15550100000"); ok {
+		t.Error("still suppressed after START")
+	}
+	if len(*changes) != 2 || len(replies) != 1 {
+		t.Errorf("%d changes, %d replies; want 2 and 1", len(*changes), len(replies))
+	}
+}

@@ -109,6 +109,21 @@ type Options struct {
 	// alike, so a crash between the two is repaired by the vendor's retry;
 	// it must be idempotent.
 	OnMessage func(ctx context.Context, m messages.Message) error
+	// OnReply, optional, sees every inbound text a person sent from a
+	// phone (Twilio SMS and WhatsApp): the consent keywords (STOP, START).
+	// Like OnMessage it runs before the completion record, for a new and
+	// a redelivered event alike, and must be idempotent; an error fails
+	// the delivery, so the vendor's retry runs it again.
+	OnReply func(ctx context.Context, r Reply) error
+}
+
+// Reply is an inbound text from a person's phone, for OnReply.
+type Reply struct {
+	WorkspaceID string
+	MessageID   string // the inbound message (derived from the vendor's key)
+	Channel     string // the medium: sms, whatsapp
+	Phone       string // E.164
+	Text        string
 }
 
 // Handler serves POST /api/webhooks/{workspaceId}/{channel}.
@@ -121,6 +136,7 @@ type Handler struct {
 	proxies      []netip.Prefix
 	now          func() time.Time
 	onMessage    func(ctx context.Context, m messages.Message) error
+	onReply      func(ctx context.Context, r Reply) error
 
 	// afterMessage, when set (tests), runs after the inbound message is
 	// written and before completion is recorded: a failure there is a crash.
@@ -143,6 +159,7 @@ func New(opts Options) *Handler {
 		proxies:    opts.TrustedProxies,
 		now:        now,
 		onMessage:  opts.OnMessage,
+		onReply:    opts.OnReply,
 	}
 }
 

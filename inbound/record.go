@@ -188,6 +188,12 @@ func (h *Handler) record(ctx context.Context, wsID string, ev event) (result, er
 		}
 	}
 
+	if h.onReply != nil && ev.channel == ChannelTwilio && ev.phone != "" {
+		if err := h.onReply(ctx, Reply{WorkspaceID: wsID, MessageID: msgID, Channel: ev.medium, Phone: ev.phone, Text: ev.text}); err != nil {
+			return result{}, err
+		}
+	}
+
 	if h.afterMessage != nil {
 		if err := h.afterMessage(); err != nil {
 			return result{}, err

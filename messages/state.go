@@ -10,6 +10,7 @@ package messages
 //	   ├──► failed                          (the provider refused: reached no one)
 //	   └──► unknown ──► sent | delivered | undelivered | failed
 //	                                        (a late answer settles an ambiguous one)
+//	suppressed                              (the recipient opted out: never sent; final)
 //	received                                (inbound; final)
 //	tombstone                               (a fenced message id; never sent, never listed)
 //
@@ -24,6 +25,10 @@ const (
 	StatusUndelivered = "undelivered" // the carrier reported it could not deliver
 	StatusRead        = "read"        // the recipient read it (where the channel tells)
 	StatusReceived    = "received"    // an inbound message
+	// StatusSuppressed: the recipient is on the workspace's suppression
+	// list; the message was written as the answer and never handed to a
+	// provider. Final: nothing moves it.
+	StatusSuppressed = "suppressed"
 	// StatusTombstone marks a message id that was fenced before its message
 	// was written: whoever declared the holder gone inserted this document
 	// under the holder's id, so the holder's own insert fails and it never
@@ -51,7 +56,7 @@ func CanMove(from, to string) bool {
 		return false
 	}
 	switch from {
-	case StatusTombstone, StatusReceived, StatusRead:
+	case StatusTombstone, StatusReceived, StatusRead, StatusSuppressed:
 		return false
 	case StatusFailed, StatusUndelivered:
 		return false // final: nothing reached the person
@@ -73,7 +78,7 @@ func Final(status string) bool { return status != StatusSending }
 // resend of them.
 func Reached(status string) bool {
 	switch status {
-	case StatusFailed, StatusTombstone, StatusUndelivered:
+	case StatusFailed, StatusTombstone, StatusUndelivered, StatusSuppressed:
 		return false
 	}
 	return true

@@ -51,6 +51,8 @@ type Metrics struct {
 	webhooks    *prometheus.CounterVec
 	webhookDur  prometheus.Histogram
 	backlog     *prometheus.GaugeVec
+	consent     *prometheus.CounterVec
+	suppressed  *prometheus.CounterVec
 
 	// pendingByWorkspace: duplicate_pending events per workspace (the
 	// operator's "pending flood" alert); it and rateLimited share the
@@ -146,6 +148,14 @@ func New(opts ...Option) *Metrics {
 			Name: "msgapi_webhook_backlog",
 			Help: "Event webhook backlog, counted every 10 s up to 10000 (then: at least): kind=events (recorded, not yet scheduled), kind=deliveries (scheduled, not yet finished: due now or waiting for a retry).",
 		}, []string{"kind"}),
+		consent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "msgapi_consent_changes_total",
+			Help: "Suppression-list changes, by action (suppressed, lifted) and source (keyword, provider, unsubscribe, api).",
+		}, []string{"action", "source"}),
+		suppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "msgapi_sends_suppressed_total",
+			Help: "Sends refused before any provider call because the recipient is on the suppression list, by channel.",
+		}, []string{"channel"}),
 		loki: &lokiCollector{
 			dropped: prometheus.NewDesc("msgapi_loki_lines_dropped_total",
 				"Log lines that never reached Loki, by reason: queue_full (Loki slow or down; the oldest queued lines make room), push_failed (the client gave up after retries), shutdown (the final flush ran out of time).",
@@ -160,7 +170,7 @@ func New(opts ...Option) *Metrics {
 	}
 	m.reg.MustRegister(
 		m.requests, m.latency, m.sends, m.duplicates, m.idempotency, m.events, m.store, m.loki, m.lost, m.rateLimited, m.pendingByWorkspace,
-		m.webhooks, m.webhookDur, m.backlog,
+		m.webhooks, m.webhookDur, m.backlog, m.consent, m.suppressed,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -237,6 +247,14 @@ func methodLabel(method string) string {
 
 // Sent counts one send outcome (send.Metrics).
 func (m *Metrics) Sent(channel, status string) { m.sends.WithLabelValues(channel, status).Inc() }
+
+// ConsentChange counts one suppression-list change.
+func (m *Metrics) ConsentChange(action, source string) {
+	m.consent.WithLabelValues(action, source).Inc()
+}
+
+// Suppressed counts a send refused because its recipient opted out.
+func (m *Metrics) Suppressed(channel string) { m.suppressed.WithLabelValues(channel).Inc() }
 
 // Duplicate counts one send stopped by the duplicate guard (send.Metrics).
 func (m *Metrics) Duplicate(mode string) { m.duplicates.WithLabelValues(mode).Inc() }

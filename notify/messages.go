@@ -14,6 +14,7 @@ var messageTypes = map[string]string{
 	messages.StatusDelivered:   TypeMessageDelivered,
 	messages.StatusUndelivered: TypeMessageUndelivered,
 	messages.StatusReceived:    TypeMessageReceived,
+	messages.StatusSuppressed:  TypeMessageSuppressed,
 }
 
 // MessageFact is the fact "message m reached its status", or ok=false when

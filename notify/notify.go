@@ -61,12 +61,19 @@ const (
 	TypeMessageReceived         = "message.received"
 	TypeMessageDuplicateBlocked = "message.duplicate_blocked"
 	TypeEndpointDisabled        = "webhook_endpoint.disabled"
+	// The recipient was on the suppression list: the message was written
+	// as suppressed and never sent.
+	TypeMessageSuppressed = "message.suppressed"
+	// An address was put on / taken off the workspace's suppression list.
+	TypeSuppressionCreated = "suppression.created"
+	TypeSuppressionDeleted = "suppression.deleted"
 )
 
 // Types lists every event type, in the order the documentation shows them.
 var Types = []string{
 	TypeMessageSent, TypeMessageFailed, TypeMessageUnknown, TypeMessageDelivered,
 	TypeMessageUndelivered, TypeMessageReceived, TypeMessageDuplicateBlocked, TypeEndpointDisabled,
+	TypeMessageSuppressed, TypeSuppressionCreated, TypeSuppressionDeleted,
 }
 
 func knownType(t string) bool {

@@ -58,6 +58,8 @@ var wantOperations = []string{
 	"POST /api/webhook-endpoints", "GET /api/webhook-endpoints", "DELETE /api/webhook-endpoints/{id}",
 	"GET /api/events", "GET /api/events/{id}", "POST /api/events/{id}/redeliver",
 	"POST /api/receipts/twilio", "POST /api/receipts/webhook",
+	"GET /api/suppressions", "POST /api/suppressions", "GET /api/suppressions/{address}", "DELETE /api/suppressions/{address}",
+	"GET /unsubscribe/{token}", "POST /unsubscribe/{token}",
 	"GET /healthz", "GET /readyz", "GET /metrics", "GET /openapi.yaml", "GET /docs", "GET /docs/assets/{file}",
 }
 

@@ -24,7 +24,14 @@ type Settings struct {
 	DedupWait     *time.Duration   `bson:"dedupWait,omitempty"`
 	RateLimit     *ratelimit.Limit `bson:"rateLimit,omitempty"`
 	DefaultRegion string           `bson:"defaultRegion,omitempty"`
+	// OptOutReply is the one confirmation text sent back to an inbound
+	// STOP through the channel's sender; empty sends none (the provider
+	// replies itself, as Twilio does on its numbers).
+	OptOutReply string `bson:"optOutReply,omitempty"`
 }
+
+// MaxOptOutReply bounds the confirmation text: two SMS segments.
+const MaxOptOutReply = 306
 
 // The bounds of per-workspace settings. The window is at least a minute (a
 // workflow's fast retries) and at most a day (locks are kept that long); a
@@ -155,8 +162,16 @@ func ParseSettingsPatch(body []byte) (SettingsPatch, error) {
 				continue
 			}
 			p.set = append(p.set, bson.E{Key: "settings.defaultRegion", Value: r})
+		case "optOutReply":
+			var t string
+			if json.Unmarshal(raw, &t) != nil || strings.TrimSpace(t) == "" || len([]rune(t)) > MaxOptOutReply ||
+				strings.ContainsFunc(t, func(r rune) bool { return r < ' ' && r != '\n' || r == 0x7f }) {
+				fail(name, fmt.Sprintf("a text of 1 to %d characters, or null to send none", MaxOptOutReply))
+				continue
+			}
+			p.set = append(p.set, bson.E{Key: "settings.optOutReply", Value: t})
 		default:
-			fail(name, "unknown setting (dedupWindow, dedupWait, rateLimit, defaultRegion)")
+			fail(name, "unknown setting (dedupWindow, dedupWait, rateLimit, defaultRegion, optOutReply)")
 		}
 	}
 	if len(bad) > 0 {
@@ -166,7 +181,7 @@ func ParseSettingsPatch(body []byte) (SettingsPatch, error) {
 	return p, nil
 }
 
-var settingFields = map[string]struct{}{"dedupWindow": {}, "dedupWait": {}, "rateLimit": {}, "defaultRegion": {}}
+var settingFields = map[string]struct{}{"dedupWindow": {}, "dedupWait": {}, "rateLimit": {}, "defaultRegion": {}, "optOutReply": {}}
 
 // duration parses a JSON string such as "15m" within [lo, hi].
 func duration(raw json.RawMessage, lo, hi time.Duration) (time.Duration, string) {

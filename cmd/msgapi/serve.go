@@ -9,13 +9,16 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
 	"github.com/msgapi/msgapi/api"
+	"github.com/msgapi/msgapi/consent"
 	"github.com/msgapi/msgapi/events/loki"
 	"github.com/msgapi/msgapi/guard"
 	"github.com/msgapi/msgapi/idempotency"
@@ -59,6 +62,9 @@ type config struct {
 	proxies         []netip.Prefix   // MSGAPI_TRUSTED_PROXIES
 	rateLimit       ratelimit.Limit
 	events          notify.Options
+	// unsubscribe makes the one-click unsubscribe URL of an email (nil:
+	// no MSGAPI_PUBLIC_URL, so emails carry no List-Unsubscribe).
+	unsubscribe func(m sender.Message) (string, error)
 	// Test-only switches (MSGAPI_ENV=test): see testClock and
 	// MSGAPI_TEST_UNFENCED.
 	testClockOffset time.Duration
@@ -193,7 +199,7 @@ func newLogger(w io.Writer, level string) zerolog.Logger {
 // allCollections is every collection msgapi uses, created at start-up.
 func allCollections() []store.Collection {
 	var c []store.Collection
-	for _, cs := range [][]store.Collection{workspace.Collections, messages.Collections, guard.Collections, idempotency.Collections, inbound.Collections, notify.Collections, receipts.Collections} {
+	for _, cs := range [][]store.Collection{workspace.Collections, messages.Collections, consent.Collections, guard.Collections, idempotency.Collections, inbound.Collections, notify.Collections, receipts.Collections} {
 		c = append(c, cs...)
 	}
 	return c
@@ -264,6 +270,7 @@ func buildSenders(c config, log zerolog.Logger) (map[string]send.Sender, error) 
 			s, err = sender.NewSMTP(sender.SMTPOptions{
 				Host: v.str("MSGAPI_SMTP_HOST"), Port: c.smtpPort, Username: v.str("MSGAPI_SMTP_USERNAME"),
 				Password: v.str("MSGAPI_SMTP_PASSWORD"), From: v.str("MSGAPI_SMTP_FROM"), TLS: v.str("MSGAPI_SMTP_TLS"), Timeout: c.sendTimeout,
+				Unsubscribe: c.unsubscribe,
 			})
 		}
 		if err != nil {
@@ -272,6 +279,37 @@ func buildSenders(c config, log zerolog.Logger) (map[string]send.Sender, error) 
 		out[ch] = s
 	}
 	return out, nil
+}
+
+// unsubscribeURL makes the one-click unsubscribe URL of an email on the
+// public origin (RFC 8058 asks for HTTPS); without MSGAPI_PUBLIC_URL there
+// is nowhere to point, so emails carry no List-Unsubscribe.
+func unsubscribeURL(public string, tokens *atomic.Pointer[consent.Tokens], log zerolog.Logger) func(m sender.Message) (string, error) {
+	if public == "" {
+		log.Warn().Msg("MSGAPI_PUBLIC_URL is not set: emails carry no List-Unsubscribe one-click URL (RFC 8058)")
+		return nil
+	}
+	if !strings.HasPrefix(public, "https://") {
+		log.Warn().Msg("MSGAPI_PUBLIC_URL is not https: mail clients ignore a one-click List-Unsubscribe URL that is not HTTPS (RFC 8058)")
+	}
+	base := strings.TrimRight(public, "/") + api.UnsubscribePath
+	return func(m sender.Message) (string, error) {
+		t := tokens.Load()
+		if t == nil {
+			return "", errors.New("the unsubscribe token key is not loaded")
+		}
+		return base + t.Make(m.WorkspaceID, m.RecipientEmail), nil
+	}
+}
+
+// consentFact is the workspace event of a suppression-list change.
+func consentFact(ch consent.Change) notify.Fact {
+	typ, subject := notify.TypeSuppressionCreated, ch.Suppression.ID+":"+strconv.FormatInt(ch.Suppression.Seq, 10)
+	if ch.Action == consent.ActionLifted {
+		typ, subject = notify.TypeSuppressionDeleted, ch.Suppression.ID+":lifted:"+ch.At.Format(time.RFC3339Nano)
+	}
+	return notify.Fact{WorkspaceID: ch.Suppression.WorkspaceID, Type: typ, SubjectID: subject, At: ch.At,
+		Data: map[string]any{"suppression": ch.Suppression, "action": ch.Action, "source": ch.Source}}
 }
 
 // statusCallback is the Twilio delivery-receipt URL on the public origin;
@@ -321,6 +359,10 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 		log.Info().Int("buffer", c.lokiBuffer).Int("bufferBytes", c.lokiBufferBytes).Msg("shipping events to Loki (MSGAPI_LOKI_URL)")
 	}
 
+	// Emails carry a one-click unsubscribe URL on the public origin; its
+	// token key lives in the store, so the maker is ready once it opens.
+	var tokens atomic.Pointer[consent.Tokens]
+	c.unsubscribe = unsubscribeURL(v.str("MSGAPI_PUBLIC_URL"), &tokens, log)
 	senders, err := buildSenders(c, log)
 	if err != nil {
 		return err
@@ -385,12 +427,43 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 	g := guard.New(guard.Options{Store: st, Window: c.dedupWindow, Wait: c.dedupWait, Lease: c.dedupLease,
 		RefuseOnStoreError: v.str("MSGAPI_DEDUP_ON_STORE_ERROR") == "refuse",
 		Sibling:            send.Sibling(ms), Fence: ms.Fence, Now: c.testClock()})
+	// Consent: the suppression list, checked by every send; provider
+	// refusals that mean "opted out" (Twilio 21610) feed it.
+	cs := consent.New(consent.Options{Store: st, OnChange: func(ctx context.Context, ch consent.Change) error {
+		met.ConsentChange(ch.Action, ch.Source)
+		_, err := outbox.Record(ctx, consentFact(ch))
+		return err
+	}})
+	tk, err := cs.Tokens(ctx)
+	if err != nil {
+		return err
+	}
+	tokens.Store(tk)
+	for ch, snd := range senders {
+		senders[ch] = cs.ProviderSignals(snd)
+	}
+	keywords := consent.NewKeywords(consent.KeywordOptions{Store: cs,
+		ReplyText: func(ctx context.Context, wsID string) (string, error) {
+			w, err := ws.Find(ctx, wsID)
+			return w.Settings.OptOutReply, err
+		},
+		Reply: func(ctx context.Context, in consent.Inbound, text string) (string, string) {
+			if in.Channel != "sms" {
+				return "skipped", "confirmation replies go out on sms only"
+			}
+			r := senders["sms"].Send(ctx, sender.Message{ID: "msg_optout_" + in.MessageID, WorkspaceID: in.WorkspaceID,
+				Channel: "sms", RecipientPhone: in.Phone, Body: text})
+			return string(r.Status), r.Error
+		}})
 	// Lost outcomes become unknown: at start-up, then every interval.
 	sweeper := send.NewSweeper(send.SweeperOptions{Messages: ms, Holders: g.Holders, After: c.sendTimeout + c.outcomeMargin, Log: log, Lost: met.OutcomeLost})
 	go sweeper.Run(bg, c.sweepInterval)
 	// Inbound webhooks: MongoDB decides; Redis, when set, only answers
 	// redeliveries of completed events sooner.
-	hooks := inbound.Options{Store: st, Workspaces: ws, Messages: ms, PublicBaseURL: v.str("MSGAPI_PUBLIC_URL"), TrustedProxies: c.proxies, OnMessage: outbox.RecordMessage}
+	hooks := inbound.Options{Store: st, Workspaces: ws, Messages: ms, PublicBaseURL: v.str("MSGAPI_PUBLIC_URL"), TrustedProxies: c.proxies, OnMessage: outbox.RecordMessage,
+		OnReply: func(ctx context.Context, r inbound.Reply) error {
+			return keywords.Handle(ctx, consent.Inbound{WorkspaceID: r.WorkspaceID, MessageID: r.MessageID, Channel: r.Channel, Phone: r.Phone, Text: r.Text})
+		}}
 	limiter := ratelimit.New(ratelimit.Options{}) // per process unless Redis is set
 	if u := v.str("MSGAPI_REDIS_URL"); u != "" {
 		rc, err := inbound.NewRedis(u)
@@ -421,8 +494,9 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 		Send:        sends,
 		Messages:    ms,
 		Outbox:      outbox,
-		Middleware:  []echo.MiddlewareFunc{met.Middleware},
-		Limiter:     limiter, RateLimit: c.rateLimit, OnRateLimited: met.RateLimited,
+		Consent:     cs, Unsubscribe: tk,
+		Middleware: []echo.MiddlewareFunc{met.Middleware},
+		Limiter:    limiter, RateLimit: c.rateLimit, OnRateLimited: met.RateLimited,
 		Extra: func(e *echo.Echo) {
 			met.Mount(e)      // GET /metrics
 			webhooks.Mount(e) // POST /api/webhooks/{workspaceId}/{channel}

@@ -133,34 +133,43 @@ func (e EventAttemptStatus) Valid() bool {
 
 // Defines values for EventType.
 const (
-	MessageDelivered        EventType = "message.delivered"
-	MessageDuplicateBlocked EventType = "message.duplicate_blocked"
-	MessageFailed           EventType = "message.failed"
-	MessageReceived         EventType = "message.received"
-	MessageSent             EventType = "message.sent"
-	MessageUndelivered      EventType = "message.undelivered"
-	MessageUnknown          EventType = "message.unknown"
-	WebhookEndpointDisabled EventType = "webhook_endpoint.disabled"
+	EventTypeMessageDelivered        EventType = "message.delivered"
+	EventTypeMessageDuplicateBlocked EventType = "message.duplicate_blocked"
+	EventTypeMessageFailed           EventType = "message.failed"
+	EventTypeMessageReceived         EventType = "message.received"
+	EventTypeMessageSent             EventType = "message.sent"
+	EventTypeMessageSuppressed       EventType = "message.suppressed"
+	EventTypeMessageUndelivered      EventType = "message.undelivered"
+	EventTypeMessageUnknown          EventType = "message.unknown"
+	EventTypeSuppressionCreated      EventType = "suppression.created"
+	EventTypeSuppressionDeleted      EventType = "suppression.deleted"
+	EventTypeWebhookEndpointDisabled EventType = "webhook_endpoint.disabled"
 )
 
 // Valid indicates whether the value is a known member of the EventType enum.
 func (e EventType) Valid() bool {
 	switch e {
-	case MessageDelivered:
+	case EventTypeMessageDelivered:
 		return true
-	case MessageDuplicateBlocked:
+	case EventTypeMessageDuplicateBlocked:
 		return true
-	case MessageFailed:
+	case EventTypeMessageFailed:
 		return true
-	case MessageReceived:
+	case EventTypeMessageReceived:
 		return true
-	case MessageSent:
+	case EventTypeMessageSent:
 		return true
-	case MessageUndelivered:
+	case EventTypeMessageSuppressed:
 		return true
-	case MessageUnknown:
+	case EventTypeMessageUndelivered:
 		return true
-	case WebhookEndpointDisabled:
+	case EventTypeMessageUnknown:
+		return true
+	case EventTypeSuppressionCreated:
+		return true
+	case EventTypeSuppressionDeleted:
+		return true
+	case EventTypeWebhookEndpointDisabled:
 		return true
 	default:
 		return false
@@ -328,6 +337,7 @@ const (
 	MessageStatusReceived    MessageStatus = "received"
 	MessageStatusSending     MessageStatus = "sending"
 	MessageStatusSent        MessageStatus = "sent"
+	MessageStatusSuppressed  MessageStatus = "suppressed"
 	MessageStatusUndelivered MessageStatus = "undelivered"
 	MessageStatusUnknown     MessageStatus = "unknown"
 )
@@ -346,6 +356,8 @@ func (e MessageStatus) Valid() bool {
 	case MessageStatusSending:
 		return true
 	case MessageStatusSent:
+		return true
+	case MessageStatusSuppressed:
 		return true
 	case MessageStatusUndelivered:
 		return true
@@ -542,11 +554,27 @@ func (e SendRequestChannel) Valid() bool {
 	}
 }
 
+// Defines values for SendResponseCode.
+const (
+	RecipientOptedOut SendResponseCode = "recipient_opted_out"
+)
+
+// Valid indicates whether the value is a known member of the SendResponseCode enum.
+func (e SendResponseCode) Valid() bool {
+	switch e {
+	case RecipientOptedOut:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SendResponseStatus.
 const (
-	SendResponseStatusFailed  SendResponseStatus = "failed"
-	SendResponseStatusSent    SendResponseStatus = "sent"
-	SendResponseStatusUnknown SendResponseStatus = "unknown"
+	SendResponseStatusFailed     SendResponseStatus = "failed"
+	SendResponseStatusSent       SendResponseStatus = "sent"
+	SendResponseStatusSuppressed SendResponseStatus = "suppressed"
+	SendResponseStatusUnknown    SendResponseStatus = "unknown"
 )
 
 // Valid indicates whether the value is a known member of the SendResponseStatus enum.
@@ -555,6 +583,8 @@ func (e SendResponseStatus) Valid() bool {
 	case SendResponseStatusFailed:
 		return true
 	case SendResponseStatusSent:
+		return true
+	case SendResponseStatusSuppressed:
 		return true
 	case SendResponseStatusUnknown:
 		return true
@@ -572,6 +602,123 @@ const (
 func (e SendResponseSuccess) Valid() bool {
 	switch e {
 	case SendResponseSuccessTrue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SuppressionKind.
+const (
+	SuppressionKindEmail SuppressionKind = "email"
+	SuppressionKindPhone SuppressionKind = "phone"
+)
+
+// Valid indicates whether the value is a known member of the SuppressionKind enum.
+func (e SuppressionKind) Valid() bool {
+	switch e {
+	case SuppressionKindEmail:
+		return true
+	case SuppressionKindPhone:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SuppressionSource.
+const (
+	Api         SuppressionSource = "api"
+	Keyword     SuppressionSource = "keyword"
+	Provider    SuppressionSource = "provider"
+	Unsubscribe SuppressionSource = "unsubscribe"
+)
+
+// Valid indicates whether the value is a known member of the SuppressionSource enum.
+func (e SuppressionSource) Valid() bool {
+	switch e {
+	case Api:
+		return true
+	case Keyword:
+		return true
+	case Provider:
+		return true
+	case Unsubscribe:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SuppressionCreatedSuccess.
+const (
+	SuppressionCreatedSuccessTrue SuppressionCreatedSuccess = true
+)
+
+// Valid indicates whether the value is a known member of the SuppressionCreatedSuccess enum.
+func (e SuppressionCreatedSuccess) Valid() bool {
+	switch e {
+	case SuppressionCreatedSuccessTrue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SuppressionDeletedDeleted.
+const (
+	SuppressionDeletedDeletedTrue SuppressionDeletedDeleted = true
+)
+
+// Valid indicates whether the value is a known member of the SuppressionDeletedDeleted enum.
+func (e SuppressionDeletedDeleted) Valid() bool {
+	switch e {
+	case SuppressionDeletedDeletedTrue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SuppressionDeletedSuccess.
+const (
+	SuppressionDeletedSuccessTrue SuppressionDeletedSuccess = true
+)
+
+// Valid indicates whether the value is a known member of the SuppressionDeletedSuccess enum.
+func (e SuppressionDeletedSuccess) Valid() bool {
+	switch e {
+	case SuppressionDeletedSuccessTrue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SuppressionOneSuccess.
+const (
+	SuppressionOneSuccessTrue SuppressionOneSuccess = true
+)
+
+// Valid indicates whether the value is a known member of the SuppressionOneSuccess enum.
+func (e SuppressionOneSuccess) Valid() bool {
+	switch e {
+	case SuppressionOneSuccessTrue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SuppressionPageSuccess.
+const (
+	SuppressionPageSuccessTrue SuppressionPageSuccess = true
+)
+
+// Valid indicates whether the value is a known member of the SuppressionPageSuccess enum.
+func (e SuppressionPageSuccess) Valid() bool {
+	switch e {
+	case SuppressionPageSuccessTrue:
 		return true
 	default:
 		return false
@@ -661,6 +808,7 @@ const (
 	ListMessagesParamsStatusReceived    ListMessagesParamsStatus = "received"
 	ListMessagesParamsStatusSending     ListMessagesParamsStatus = "sending"
 	ListMessagesParamsStatusSent        ListMessagesParamsStatus = "sent"
+	ListMessagesParamsStatusSuppressed  ListMessagesParamsStatus = "suppressed"
 	ListMessagesParamsStatusUndelivered ListMessagesParamsStatus = "undelivered"
 	ListMessagesParamsStatusUnknown     ListMessagesParamsStatus = "unknown"
 )
@@ -679,6 +827,8 @@ func (e ListMessagesParamsStatus) Valid() bool {
 	case ListMessagesParamsStatusSending:
 		return true
 	case ListMessagesParamsStatusSent:
+		return true
+	case ListMessagesParamsStatusSuppressed:
 		return true
 	case ListMessagesParamsStatusUndelivered:
 		return true
@@ -713,6 +863,21 @@ func (e ListMessagesParamsChannel) Valid() bool {
 	case ListMessagesParamsChannelTelegram:
 		return true
 	case ListMessagesParamsChannelWhatsapp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PostUnsubscribeFormdataBodyListUnsubscribe.
+const (
+	OneClick PostUnsubscribeFormdataBodyListUnsubscribe = "One-Click"
+)
+
+// Valid indicates whether the value is a known member of the PostUnsubscribeFormdataBodyListUnsubscribe enum.
+func (e PostUnsubscribeFormdataBodyListUnsubscribe) Valid() bool {
+	switch e {
+	case OneClick:
 		return true
 	default:
 		return false
@@ -765,6 +930,13 @@ type ConversationResponse struct {
 
 // ConversationResponseSuccess defines model for ConversationResponse.Success.
 type ConversationResponseSuccess bool
+
+// CreateSuppressionRequest defines model for CreateSuppressionRequest.
+type CreateSuppressionRequest struct {
+	// Address A phone number or an email address.
+	Address string  `json:"address"`
+	Reason  *string `json:"reason,omitempty"`
+}
 
 // CreateWebhookEndpointRequest defines model for CreateWebhookEndpointRequest.
 type CreateWebhookEndpointRequest struct {
@@ -1026,7 +1198,7 @@ type Message struct {
 	// Error The provider's error, for `failed` and `unknown`.
 	Error *string `json:"error"`
 
-	// ErrorCode The vendor's error code from a delivery receipt (Twilio's `ErrorCode`, e.g. `30003`).
+	// ErrorCode The vendor's error code from a delivery receipt (Twilio's `ErrorCode`, e.g. `30003`), or `recipient_opted_out` for a message that was suppressed or that the provider refused because the recipient opted out (Twilio 21610).
 	ErrorCode *string `json:"errorCode"`
 
 	// Id `msg_in_…` for inbound messages (derived from the vendor's event id).
@@ -1050,7 +1222,9 @@ type Message struct {
 	// delivered (never retried automatically). From delivery receipts:
 	// `delivered`, `undelivered`, `read`, or `failed` when the carrier
 	// refused it after acceptance. A status never moves backwards.
-	// `received`: an inbound message.
+	// `received`: an inbound message. `suppressed`: the recipient is on
+	// the workspace's suppression list; the message was never handed
+	// to a provider (final; `errorCode` is `recipient_opted_out`).
 	Status MessageStatus `json:"status"`
 
 	// StatusAt The vendor's time of the status, from a delivery receipt.
@@ -1072,7 +1246,9 @@ type MessageDirection string
 // delivered (never retried automatically). From delivery receipts:
 // `delivered`, `undelivered`, `read`, or `failed` when the carrier
 // refused it after acceptance. A status never moves backwards.
-// `received`: an inbound message.
+// `received`: an inbound message. `suppressed`: the recipient is on
+// the workspace's suppression list; the message was never handed
+// to a provider (final; `errorCode` is `recipient_opted_out`).
 type MessageStatus string
 
 // MessageAttachment defines model for MessageAttachment.
@@ -1289,17 +1465,22 @@ type SendRequestChannel string
 
 // SendResponse A send that ran. `status` is the message's status.
 type SendResponse struct {
-	GhlContactId  *string `json:"ghlContactId"`
-	GhlLocationId *string `json:"ghlLocationId"`
-	HsContactId   *string `json:"hsContactId"`
-	HsPortalId    *string `json:"hsPortalId"`
-	LeadId        string  `json:"leadId"`
+	// Code Present when the recipient opted out: `status` is `suppressed` (nothing was sent), or `failed` because the provider refused for that reason (the address is now suppressed).
+	Code          *SendResponseCode `json:"code,omitempty"`
+	GhlContactId  *string           `json:"ghlContactId"`
+	GhlLocationId *string           `json:"ghlLocationId"`
+	HsContactId   *string           `json:"hsContactId"`
+	HsPortalId    *string           `json:"hsPortalId"`
+	LeadId        string            `json:"leadId"`
 
 	// Message An outbound or inbound message. Every key is always present, null when empty.
 	Message Message             `json:"message"`
 	Status  SendResponseStatus  `json:"status"`
 	Success SendResponseSuccess `json:"success"`
 }
+
+// SendResponseCode Present when the recipient opted out: `status` is `suppressed` (nothing was sent), or `failed` because the provider refused for that reason (the address is now suppressed).
+type SendResponseCode string
 
 // SendResponseStatus defines model for SendResponse.Status.
 type SendResponseStatus string
@@ -1317,6 +1498,75 @@ type SetSecretRequest struct {
 type SlackChallenge struct {
 	Challenge string `json:"challenge"`
 }
+
+// Suppression defines model for Suppression.
+type Suppression struct {
+	// Address E.164 phone number or lower-case email address.
+	Address   string    `json:"address"`
+	CreatedAt time.Time `json:"createdAt"`
+	Evidence  struct {
+		Channel *string `json:"channel,omitempty"`
+		Keyword *string `json:"keyword,omitempty"`
+
+		// MessageId The inbound message (keyword) or the refused message (provider).
+		MessageId     *string `json:"messageId,omitempty"`
+		ProviderError *string `json:"providerError,omitempty"`
+		Reason        *string `json:"reason,omitempty"`
+	} `json:"evidence"`
+	Kind SuppressionKind `json:"kind"`
+
+	// Source `keyword`: an inbound STOP; `provider`: the provider refused because the person opted out there (Twilio 21610); `unsubscribe`: an email's one-click unsubscribe; `api`: this API.
+	Source SuppressionSource `json:"source"`
+}
+
+// SuppressionKind defines model for Suppression.Kind.
+type SuppressionKind string
+
+// SuppressionSource `keyword`: an inbound STOP; `provider`: the provider refused because the person opted out there (Twilio 21610); `unsubscribe`: an email's one-click unsubscribe; `api`: this API.
+type SuppressionSource string
+
+// SuppressionCreated defines model for SuppressionCreated.
+type SuppressionCreated struct {
+	Created     bool                      `json:"created"`
+	Success     SuppressionCreatedSuccess `json:"success"`
+	Suppression Suppression               `json:"suppression"`
+}
+
+// SuppressionCreatedSuccess defines model for SuppressionCreated.Success.
+type SuppressionCreatedSuccess bool
+
+// SuppressionDeleted defines model for SuppressionDeleted.
+type SuppressionDeleted struct {
+	Address string                    `json:"address"`
+	Deleted SuppressionDeletedDeleted `json:"deleted"`
+	Success SuppressionDeletedSuccess `json:"success"`
+}
+
+// SuppressionDeletedDeleted defines model for SuppressionDeleted.Deleted.
+type SuppressionDeletedDeleted bool
+
+// SuppressionDeletedSuccess defines model for SuppressionDeleted.Success.
+type SuppressionDeletedSuccess bool
+
+// SuppressionOne defines model for SuppressionOne.
+type SuppressionOne struct {
+	Success     SuppressionOneSuccess `json:"success"`
+	Suppression Suppression           `json:"suppression"`
+}
+
+// SuppressionOneSuccess defines model for SuppressionOne.Success.
+type SuppressionOneSuccess bool
+
+// SuppressionPage defines model for SuppressionPage.
+type SuppressionPage struct {
+	Data       []Suppression          `json:"data"`
+	HasMore    bool                   `json:"hasMore"`
+	NextCursor *string                `json:"nextCursor"`
+	Success    SuppressionPageSuccess `json:"success"`
+}
+
+// SuppressionPageSuccess defines model for SuppressionPage.Success.
+type SuppressionPageSuccess bool
 
 // WebhookAck A vendor event recorded now (`duplicate` false) or earlier (`duplicate` true).
 type WebhookAck struct {
@@ -1412,6 +1662,9 @@ type WorkspaceSettings struct {
 	// DefaultRegion The region of phone numbers written without a country code (server default `MSGAPI_DEFAULT_REGION`, US).
 	DefaultRegion *string `json:"defaultRegion"`
 
+	// OptOutReply The one confirmation text sent back to an inbound STOP through the channel's sender (sms); null sends none, for providers that reply themselves (Twilio on its numbers).
+	OptOutReply *string `json:"optOutReply,omitempty"`
+
 	// RateLimit The limit on `POST /api/messages` (server default 20 a second, bursts of 40).
 	RateLimit *RateLimit `json:"rateLimit"`
 }
@@ -1422,8 +1675,11 @@ type WorkspaceSettingsPatch struct {
 	DedupWindow *Duration `json:"dedupWindow,omitempty"`
 
 	// DefaultRegion An ISO 3166-1 alpha-2 region with phone numbering; any case.
-	DefaultRegion *string    `json:"defaultRegion,omitempty"`
-	RateLimit     *RateLimit `json:"rateLimit,omitempty"`
+	DefaultRegion *string `json:"defaultRegion,omitempty"`
+
+	// OptOutReply The confirmation reply to an inbound STOP; null sends none.
+	OptOutReply *string    `json:"optOutReply,omitempty"`
+	RateLimit   *RateLimit `json:"rateLimit,omitempty"`
 }
 
 // ConversationIdFilter defines model for ConversationIdFilter.
@@ -1592,6 +1848,14 @@ type ReceiveTwilioReceiptParams struct {
 	MessageId string `form:"messageId" json:"messageId"`
 }
 
+// ListSuppressionsParams defines parameters for ListSuppressions.
+type ListSuppressionsParams struct {
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor `nextCursor` of the previous page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ReceiveWebhookJSONBody defines parameters for ReceiveWebhook.
 type ReceiveWebhookJSONBody map[string]interface{}
 
@@ -1606,6 +1870,14 @@ type ReceiveWebhookTextBody = string
 type ReceiveWebhook200JSONResponseBody struct {
 	union json.RawMessage
 }
+
+// PostUnsubscribeFormdataBody defines parameters for PostUnsubscribe.
+type PostUnsubscribeFormdataBody struct {
+	ListUnsubscribe *PostUnsubscribeFormdataBodyListUnsubscribe `form:"List-Unsubscribe,omitempty" json:"List-Unsubscribe,omitempty"`
+}
+
+// PostUnsubscribeFormdataBodyListUnsubscribe defines parameters for PostUnsubscribe.
+type PostUnsubscribeFormdataBodyListUnsubscribe string
 
 // CreateWorkspaceJSONRequestBody defines body for CreateWorkspace for application/json ContentType.
 type CreateWorkspaceJSONRequestBody = CreateWorkspaceRequest
@@ -1625,6 +1897,9 @@ type ReceiveTwilioReceiptFormdataRequestBody ReceiveTwilioReceiptFormdataBody
 // ReceiveRelayReceiptJSONRequestBody defines body for ReceiveRelayReceipt for application/json ContentType.
 type ReceiveRelayReceiptJSONRequestBody = RelayReceiptRequest
 
+// CreateSuppressionJSONRequestBody defines body for CreateSuppression for application/json ContentType.
+type CreateSuppressionJSONRequestBody = CreateSuppressionRequest
+
 // CreateWebhookEndpointJSONRequestBody defines body for CreateWebhookEndpoint for application/json ContentType.
 type CreateWebhookEndpointJSONRequestBody = CreateWebhookEndpointRequest
 
@@ -1636,6 +1911,9 @@ type ReceiveWebhookFormdataRequestBody ReceiveWebhookFormdataBody
 
 // ReceiveWebhookTextRequestBody defines body for ReceiveWebhook for text/plain ContentType.
 type ReceiveWebhookTextRequestBody = ReceiveWebhookTextBody
+
+// PostUnsubscribeFormdataRequestBody defines body for PostUnsubscribe for application/x-www-form-urlencoded ContentType.
+type PostUnsubscribeFormdataRequestBody PostUnsubscribeFormdataBody
 
 // Getter for additional properties for ReceiveTwilioReceiptFormdataBody. Returns the specified
 // element and whether it was found
@@ -2329,6 +2607,50 @@ type ClientInterface interface {
 	// Corresponds with POST /api/receipts/webhook (the `ReceiveRelayReceipt` operationId).
 	ReceiveRelayReceipt(ctx context.Context, body ReceiveRelayReceiptJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListSuppressions List the suppression list
+	//
+	// The workspace's suppressed addresses (phone numbers cover sms and
+	// imessage; email addresses), newest first. A send to one of them is
+	// answered with status `suppressed` and never reaches a provider.
+	//
+	// Corresponds with GET /api/suppressions (the `ListSuppressions` operationId).
+	ListSuppressions(ctx context.Context, params *ListSuppressionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSuppressionWithBody Suppress an address
+	//
+	// Puts a phone number (E.164 after normalisation, as a send normalises
+	// it) or an email address on the list with source `api`. An address
+	// already suppressed keeps its first record (200).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/suppressions (the `CreateSuppression` operationId).
+	CreateSuppressionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSuppression Suppress an address
+	//
+	// Puts a phone number (E.164 after normalisation, as a send normalises
+	// it) or an email address on the list with source `api`. An address
+	// already suppressed keeps its first record (200).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/suppressions (the `CreateSuppression` operationId).
+	CreateSuppression(ctx context.Context, body CreateSuppressionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteSuppression Lift an address's suppression
+	//
+	// Takes the address off the list (as an inbound START does): sends to
+	// it go out again. Only lift a suppression the person asked to lift.
+	//
+	// Corresponds with DELETE /api/suppressions/{address} (the `DeleteSuppression` operationId).
+	DeleteSuppression(ctx context.Context, address string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSuppression Read one address's suppression
+	//
+	// Corresponds with GET /api/suppressions/{address} (the `GetSuppression` operationId).
+	GetSuppression(ctx context.Context, address string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListWebhookEndpoints List the webhook endpoints
 	//
 	// The workspace's endpoints, oldest first, without their secrets.
@@ -2524,6 +2846,41 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetUnsubscribe The unsubscribe confirmation page of an email
+	//
+	// A plain page with one button; it changes nothing (mail scanners
+	// follow links). A token msgapi did not make, or one altered in any
+	// byte, is 404.
+	//
+	// Corresponds with GET /unsubscribe/{token} (the `GetUnsubscribe` operationId).
+	GetUnsubscribe(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostUnsubscribeWithBody One-click unsubscribe (RFC 8058)
+	//
+	// What a mail client POSTs for `List-Unsubscribe-Post:
+	// List-Unsubscribe=One-Click` (body `List-Unsubscribe=One-Click`):
+	// the email address the token names is suppressed in its workspace
+	// with source `unsubscribe`. A forged or altered token is 404 and
+	// writes nothing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /unsubscribe/{token} (the `PostUnsubscribe` operationId).
+	PostUnsubscribeWithBody(ctx context.Context, token string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostUnsubscribeWithFormdataBody One-click unsubscribe (RFC 8058)
+	//
+	// What a mail client POSTs for `List-Unsubscribe-Post:
+	// List-Unsubscribe=One-Click` (body `List-Unsubscribe=One-Click`):
+	// the email address the token names is suppressed in its workspace
+	// with source `unsubscribe`. A forged or altered token is 404 and
+	// writes nothing.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /unsubscribe/{token} (the `PostUnsubscribe` operationId).
+	PostUnsubscribeWithFormdataBody(ctx context.Context, token string, body PostUnsubscribeFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // CreateWorkspaceWithBody Create a workspace
@@ -3089,6 +3446,100 @@ func (c *Client) ReceiveRelayReceipt(ctx context.Context, body ReceiveRelayRecei
 	return c.Client.Do(req)
 }
 
+// ListSuppressions List the suppression list
+//
+// The workspace's suppressed addresses (phone numbers cover sms and
+// imessage; email addresses), newest first. A send to one of them is
+// answered with status `suppressed` and never reaches a provider.
+//
+// Corresponds with GET /api/suppressions (the `ListSuppressions` operationId).
+func (c *Client) ListSuppressions(ctx context.Context, params *ListSuppressionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSuppressionsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSuppressionWithBody Suppress an address
+//
+// Puts a phone number (E.164 after normalisation, as a send normalises
+// it) or an email address on the list with source `api`. An address
+// already suppressed keeps its first record (200).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/suppressions (the `CreateSuppression` operationId).
+func (c *Client) CreateSuppressionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSuppressionRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSuppression Suppress an address
+//
+// Puts a phone number (E.164 after normalisation, as a send normalises
+// it) or an email address on the list with source `api`. An address
+// already suppressed keeps its first record (200).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/suppressions (the `CreateSuppression` operationId).
+func (c *Client) CreateSuppression(ctx context.Context, body CreateSuppressionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSuppressionRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteSuppression Lift an address's suppression
+//
+// Takes the address off the list (as an inbound START does): sends to
+// it go out again. Only lift a suppression the person asked to lift.
+//
+// Corresponds with DELETE /api/suppressions/{address} (the `DeleteSuppression` operationId).
+func (c *Client) DeleteSuppression(ctx context.Context, address string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteSuppressionRequest(c.Server, address)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSuppression Read one address's suppression
+//
+// Corresponds with GET /api/suppressions/{address} (the `GetSuppression` operationId).
+func (c *Client) GetSuppression(ctx context.Context, address string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSuppressionRequest(c.Server, address)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListWebhookEndpoints List the webhook endpoints
 //
 // The workspace's endpoints, oldest first, without their secrets.
@@ -3415,6 +3866,71 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReadyzRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetUnsubscribe The unsubscribe confirmation page of an email
+//
+// A plain page with one button; it changes nothing (mail scanners
+// follow links). A token msgapi did not make, or one altered in any
+// byte, is 404.
+//
+// Corresponds with GET /unsubscribe/{token} (the `GetUnsubscribe` operationId).
+func (c *Client) GetUnsubscribe(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetUnsubscribeRequest(c.Server, token)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostUnsubscribeWithBody One-click unsubscribe (RFC 8058)
+//
+// What a mail client POSTs for `List-Unsubscribe-Post:
+// List-Unsubscribe=One-Click` (body `List-Unsubscribe=One-Click`):
+// the email address the token names is suppressed in its workspace
+// with source `unsubscribe`. A forged or altered token is 404 and
+// writes nothing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /unsubscribe/{token} (the `PostUnsubscribe` operationId).
+func (c *Client) PostUnsubscribeWithBody(ctx context.Context, token string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostUnsubscribeRequestWithBody(c.Server, token, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostUnsubscribeWithFormdataBody One-click unsubscribe (RFC 8058)
+//
+// What a mail client POSTs for `List-Unsubscribe-Post:
+// List-Unsubscribe=One-Click` (body `List-Unsubscribe=One-Click`):
+// the email address the token names is suppressed in its workspace
+// with source `unsubscribe`. A forged or altered token is 404 and
+// writes nothing.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /unsubscribe/{token} (the `PostUnsubscribe` operationId).
+func (c *Client) PostUnsubscribeWithFormdataBody(ctx context.Context, token string, body PostUnsubscribeFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostUnsubscribeRequestWithFormdataBody(c.Server, token, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4484,6 +5000,180 @@ func NewReceiveRelayReceiptRequestWithBody(server string, contentType string, bo
 	return req, nil
 }
 
+// NewListSuppressionsRequest constructs an http.Request for the ListSuppressions method
+func NewListSuppressionsRequest(server string, params *ListSuppressionsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/suppressions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateSuppressionRequest calls the generic CreateSuppression builder with application/json body
+func NewCreateSuppressionRequest(server string, body CreateSuppressionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateSuppressionRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateSuppressionRequestWithBody constructs an http.Request for the CreateSuppression method, with any body, and a specified content type
+func NewCreateSuppressionRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/suppressions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteSuppressionRequest constructs an http.Request for the DeleteSuppression method
+func NewDeleteSuppressionRequest(server string, address string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "address", address, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/suppressions/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSuppressionRequest constructs an http.Request for the GetSuppression method
+func NewGetSuppressionRequest(server string, address string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "address", address, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/suppressions/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListWebhookEndpointsRequest constructs an http.Request for the ListWebhookEndpoints method
 func NewListWebhookEndpointsRequest(server string) (*http.Request, error) {
 	var err error
@@ -4826,6 +5516,87 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewGetUnsubscribeRequest constructs an http.Request for the GetUnsubscribe method
+func NewGetUnsubscribeRequest(server string, token string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "token", token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/unsubscribe/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostUnsubscribeRequestWithFormdataBody calls the generic PostUnsubscribe builder with application/x-www-form-urlencoded body
+func NewPostUnsubscribeRequestWithFormdataBody(server string, token string, body PostUnsubscribeFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewPostUnsubscribeRequestWithBody(server, token, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewPostUnsubscribeRequestWithBody constructs an http.Request for the PostUnsubscribe method, with any body, and a specified content type
+func NewPostUnsubscribeRequestWithBody(server string, token string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "token", token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/unsubscribe/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -5197,6 +5968,56 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/receipts/webhook (the `ReceiveRelayReceipt` operationId).
 	ReceiveRelayReceiptWithResponse(ctx context.Context, body ReceiveRelayReceiptJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveRelayReceiptResponse, error)
 
+	// ListSuppressionsWithResponse List the suppression list
+	//
+	// The workspace's suppressed addresses (phone numbers cover sms and
+	// imessage; email addresses), newest first. A send to one of them is
+	// answered with status `suppressed` and never reaches a provider.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/suppressions (the `ListSuppressions` operationId).
+	ListSuppressionsWithResponse(ctx context.Context, params *ListSuppressionsParams, reqEditors ...RequestEditorFn) (*ListSuppressionsResponse, error)
+
+	// CreateSuppressionWithBodyWithResponse Suppress an address
+	//
+	// Puts a phone number (E.164 after normalisation, as a send normalises
+	// it) or an email address on the list with source `api`. An address
+	// already suppressed keeps its first record (200).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/suppressions (the `CreateSuppression` operationId).
+	CreateSuppressionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSuppressionResponse, error)
+
+	// CreateSuppressionWithResponse Suppress an address
+	//
+	// Puts a phone number (E.164 after normalisation, as a send normalises
+	// it) or an email address on the list with source `api`. An address
+	// already suppressed keeps its first record (200).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/suppressions (the `CreateSuppression` operationId).
+	CreateSuppressionWithResponse(ctx context.Context, body CreateSuppressionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSuppressionResponse, error)
+
+	// DeleteSuppressionWithResponse Lift an address's suppression
+	//
+	// Takes the address off the list (as an inbound START does): sends to
+	// it go out again. Only lift a suppression the person asked to lift.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/suppressions/{address} (the `DeleteSuppression` operationId).
+	DeleteSuppressionWithResponse(ctx context.Context, address string, reqEditors ...RequestEditorFn) (*DeleteSuppressionResponse, error)
+
+	// GetSuppressionWithResponse Read one address's suppression
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/suppressions/{address} (the `GetSuppression` operationId).
+	GetSuppressionWithResponse(ctx context.Context, address string, reqEditors ...RequestEditorFn) (*GetSuppressionResponse, error)
+
 	// ListWebhookEndpointsWithResponse List the webhook endpoints
 	//
 	// The workspace's endpoints, oldest first, without their secrets.
@@ -5408,6 +6229,43 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
+
+	// GetUnsubscribeWithResponse The unsubscribe confirmation page of an email
+	//
+	// A plain page with one button; it changes nothing (mail scanners
+	// follow links). A token msgapi did not make, or one altered in any
+	// byte, is 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /unsubscribe/{token} (the `GetUnsubscribe` operationId).
+	GetUnsubscribeWithResponse(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*GetUnsubscribeResponse, error)
+
+	// PostUnsubscribeWithBodyWithResponse One-click unsubscribe (RFC 8058)
+	//
+	// What a mail client POSTs for `List-Unsubscribe-Post:
+	// List-Unsubscribe=One-Click` (body `List-Unsubscribe=One-Click`):
+	// the email address the token names is suppressed in its workspace
+	// with source `unsubscribe`. A forged or altered token is 404 and
+	// writes nothing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /unsubscribe/{token} (the `PostUnsubscribe` operationId).
+	PostUnsubscribeWithBodyWithResponse(ctx context.Context, token string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostUnsubscribeResponse, error)
+
+	// PostUnsubscribeWithFormdataBodyWithResponse One-click unsubscribe (RFC 8058)
+	//
+	// What a mail client POSTs for `List-Unsubscribe-Post:
+	// List-Unsubscribe=One-Click` (body `List-Unsubscribe=One-Click`):
+	// the email address the token names is suppressed in its workspace
+	// with source `unsubscribe`. A forged or altered token is 404 and
+	// writes nothing.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /unsubscribe/{token} (the `PostUnsubscribe` operationId).
+	PostUnsubscribeWithFormdataBodyWithResponse(ctx context.Context, token string, body PostUnsubscribeFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostUnsubscribeResponse, error)
 }
 
 // CreateWorkspaceResponse201Headers the declared response headers of an HTTP 201 response for CreateWorkspace
@@ -7898,6 +8756,496 @@ func (r ReceiveRelayReceiptResponse) ContentType() string {
 	return ""
 }
 
+// ListSuppressionsResponse200Headers the declared response headers of an HTTP 200 response for ListSuppressions
+type ListSuppressionsResponse200Headers struct {
+	XRequestId string
+}
+
+// ListSuppressionsResponse400Headers the declared response headers of an HTTP 400 response for ListSuppressions
+type ListSuppressionsResponse400Headers struct {
+	XRequestId string
+}
+
+// ListSuppressionsResponse401Headers the declared response headers of an HTTP 401 response for ListSuppressions
+type ListSuppressionsResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ListSuppressionsResponse500Headers the declared response headers of an HTTP 500 response for ListSuppressions
+type ListSuppressionsResponse500Headers struct {
+	XRequestId string
+}
+
+// ListSuppressionsResponse503Headers the declared response headers of an HTTP 503 response for ListSuppressions
+type ListSuppressionsResponse503Headers struct {
+	XRequestId string
+}
+
+type ListSuppressionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SuppressionPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidQuery
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListSuppressionsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListSuppressionsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListSuppressionsResponse401Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListSuppressionsResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListSuppressionsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSuppressionsResponse) GetJSON200() *SuppressionPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListSuppressionsResponse) GetApplicationproblemJSON400() *InvalidQuery {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListSuppressionsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListSuppressionsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListSuppressionsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSuppressionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSuppressionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSuppressionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSuppressionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateSuppressionResponse200Headers the declared response headers of an HTTP 200 response for CreateSuppression
+type CreateSuppressionResponse200Headers struct {
+	XRequestId string
+}
+
+// CreateSuppressionResponse201Headers the declared response headers of an HTTP 201 response for CreateSuppression
+type CreateSuppressionResponse201Headers struct {
+	XRequestId string
+}
+
+// CreateSuppressionResponse400Headers the declared response headers of an HTTP 400 response for CreateSuppression
+type CreateSuppressionResponse400Headers struct {
+	XRequestId string
+}
+
+// CreateSuppressionResponse401Headers the declared response headers of an HTTP 401 response for CreateSuppression
+type CreateSuppressionResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// CreateSuppressionResponse413Headers the declared response headers of an HTTP 413 response for CreateSuppression
+type CreateSuppressionResponse413Headers struct {
+	XRequestId string
+}
+
+// CreateSuppressionResponse415Headers the declared response headers of an HTTP 415 response for CreateSuppression
+type CreateSuppressionResponse415Headers struct {
+	XRequestId string
+}
+
+// CreateSuppressionResponse500Headers the declared response headers of an HTTP 500 response for CreateSuppression
+type CreateSuppressionResponse500Headers struct {
+	XRequestId string
+}
+
+// CreateSuppressionResponse503Headers the declared response headers of an HTTP 503 response for CreateSuppression
+type CreateSuppressionResponse503Headers struct {
+	XRequestId string
+}
+
+type CreateSuppressionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SuppressionCreated
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *SuppressionCreated
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidAdmin
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMedia
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateSuppressionResponse200Headers
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateSuppressionResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateSuppressionResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateSuppressionResponse401Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateSuppressionResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CreateSuppressionResponse415Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CreateSuppressionResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateSuppressionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateSuppressionResponse) GetJSON200() *SuppressionCreated {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateSuppressionResponse) GetJSON201() *SuppressionCreated {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateSuppressionResponse) GetApplicationproblemJSON400() *InvalidAdmin {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateSuppressionResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateSuppressionResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateSuppressionResponse) GetApplicationproblemJSON415() *UnsupportedMedia {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateSuppressionResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateSuppressionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateSuppressionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateSuppressionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateSuppressionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateSuppressionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteSuppressionResponse200Headers the declared response headers of an HTTP 200 response for DeleteSuppression
+type DeleteSuppressionResponse200Headers struct {
+	XRequestId string
+}
+
+// DeleteSuppressionResponse400Headers the declared response headers of an HTTP 400 response for DeleteSuppression
+type DeleteSuppressionResponse400Headers struct {
+	XRequestId string
+}
+
+// DeleteSuppressionResponse401Headers the declared response headers of an HTTP 401 response for DeleteSuppression
+type DeleteSuppressionResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// DeleteSuppressionResponse404Headers the declared response headers of an HTTP 404 response for DeleteSuppression
+type DeleteSuppressionResponse404Headers struct {
+	XRequestId string
+}
+
+// DeleteSuppressionResponse500Headers the declared response headers of an HTTP 500 response for DeleteSuppression
+type DeleteSuppressionResponse500Headers struct {
+	XRequestId string
+}
+
+// DeleteSuppressionResponse503Headers the declared response headers of an HTTP 503 response for DeleteSuppression
+type DeleteSuppressionResponse503Headers struct {
+	XRequestId string
+}
+
+type DeleteSuppressionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SuppressionDeleted
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidAdmin
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *DeleteSuppressionResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DeleteSuppressionResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteSuppressionResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeleteSuppressionResponse404Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *DeleteSuppressionResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteSuppressionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteSuppressionResponse) GetJSON200() *SuppressionDeleted {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteSuppressionResponse) GetApplicationproblemJSON400() *InvalidAdmin {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteSuppressionResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteSuppressionResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeleteSuppressionResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeleteSuppressionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteSuppressionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteSuppressionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteSuppressionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteSuppressionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetSuppressionResponse200Headers the declared response headers of an HTTP 200 response for GetSuppression
+type GetSuppressionResponse200Headers struct {
+	XRequestId string
+}
+
+// GetSuppressionResponse400Headers the declared response headers of an HTTP 400 response for GetSuppression
+type GetSuppressionResponse400Headers struct {
+	XRequestId string
+}
+
+// GetSuppressionResponse401Headers the declared response headers of an HTTP 401 response for GetSuppression
+type GetSuppressionResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// GetSuppressionResponse404Headers the declared response headers of an HTTP 404 response for GetSuppression
+type GetSuppressionResponse404Headers struct {
+	XRequestId string
+}
+
+// GetSuppressionResponse500Headers the declared response headers of an HTTP 500 response for GetSuppression
+type GetSuppressionResponse500Headers struct {
+	XRequestId string
+}
+
+// GetSuppressionResponse503Headers the declared response headers of an HTTP 503 response for GetSuppression
+type GetSuppressionResponse503Headers struct {
+	XRequestId string
+}
+
+type GetSuppressionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SuppressionOne
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidAdmin
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetSuppressionResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetSuppressionResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetSuppressionResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetSuppressionResponse404Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetSuppressionResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetSuppressionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSuppressionResponse) GetJSON200() *SuppressionOne {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetSuppressionResponse) GetApplicationproblemJSON400() *InvalidAdmin {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSuppressionResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetSuppressionResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetSuppressionResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetSuppressionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSuppressionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSuppressionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSuppressionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSuppressionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListWebhookEndpointsResponse200Headers the declared response headers of an HTTP 200 response for ListWebhookEndpoints
 type ListWebhookEndpointsResponse200Headers struct {
 	XRequestId string
@@ -8669,6 +10017,130 @@ func (r ReadyzResponse) ContentType() string {
 	return ""
 }
 
+// GetUnsubscribeResponse200Headers the declared response headers of an HTTP 200 response for GetUnsubscribe
+type GetUnsubscribeResponse200Headers struct {
+	XRequestId string
+}
+
+// GetUnsubscribeResponse404Headers the declared response headers of an HTTP 404 response for GetUnsubscribe
+type GetUnsubscribeResponse404Headers struct {
+	XRequestId string
+}
+
+type GetUnsubscribeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetUnsubscribeResponse200Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetUnsubscribeResponse404Headers
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetUnsubscribeResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetUnsubscribeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetUnsubscribeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetUnsubscribeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetUnsubscribeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PostUnsubscribeResponse200Headers the declared response headers of an HTTP 200 response for PostUnsubscribe
+type PostUnsubscribeResponse200Headers struct {
+	XRequestId string
+}
+
+// PostUnsubscribeResponse404Headers the declared response headers of an HTTP 404 response for PostUnsubscribe
+type PostUnsubscribeResponse404Headers struct {
+	XRequestId string
+}
+
+// PostUnsubscribeResponse503Headers the declared response headers of an HTTP 503 response for PostUnsubscribe
+type PostUnsubscribeResponse503Headers struct {
+	XRequestId string
+}
+
+type PostUnsubscribeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PostUnsubscribeResponse200Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *PostUnsubscribeResponse404Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PostUnsubscribeResponse503Headers
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PostUnsubscribeResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PostUnsubscribeResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PostUnsubscribeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostUnsubscribeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostUnsubscribeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostUnsubscribeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreateWorkspaceWithBodyWithResponse Create a workspace
 //
 // Creates a workspace and its first API key. The key is shown this once; only its hash is stored.
@@ -9154,6 +10626,86 @@ func (c *ClientWithResponses) ReceiveRelayReceiptWithResponse(ctx context.Contex
 	return ParseReceiveRelayReceiptResponse(rsp)
 }
 
+// ListSuppressionsWithResponse List the suppression list
+//
+// The workspace's suppressed addresses (phone numbers cover sms and
+// imessage; email addresses), newest first. A send to one of them is
+// answered with status `suppressed` and never reaches a provider.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/suppressions (the `ListSuppressions` operationId).
+func (c *ClientWithResponses) ListSuppressionsWithResponse(ctx context.Context, params *ListSuppressionsParams, reqEditors ...RequestEditorFn) (*ListSuppressionsResponse, error) {
+	rsp, err := c.ListSuppressions(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSuppressionsResponse(rsp)
+}
+
+// CreateSuppressionWithBodyWithResponse Suppress an address
+//
+// Puts a phone number (E.164 after normalisation, as a send normalises
+// it) or an email address on the list with source `api`. An address
+// already suppressed keeps its first record (200).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/suppressions (the `CreateSuppression` operationId).
+func (c *ClientWithResponses) CreateSuppressionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSuppressionResponse, error) {
+	rsp, err := c.CreateSuppressionWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSuppressionResponse(rsp)
+}
+
+// CreateSuppressionWithResponse Suppress an address
+//
+// Puts a phone number (E.164 after normalisation, as a send normalises
+// it) or an email address on the list with source `api`. An address
+// already suppressed keeps its first record (200).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/suppressions (the `CreateSuppression` operationId).
+func (c *ClientWithResponses) CreateSuppressionWithResponse(ctx context.Context, body CreateSuppressionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSuppressionResponse, error) {
+	rsp, err := c.CreateSuppression(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSuppressionResponse(rsp)
+}
+
+// DeleteSuppressionWithResponse Lift an address's suppression
+//
+// Takes the address off the list (as an inbound START does): sends to
+// it go out again. Only lift a suppression the person asked to lift.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/suppressions/{address} (the `DeleteSuppression` operationId).
+func (c *ClientWithResponses) DeleteSuppressionWithResponse(ctx context.Context, address string, reqEditors ...RequestEditorFn) (*DeleteSuppressionResponse, error) {
+	rsp, err := c.DeleteSuppression(ctx, address, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteSuppressionResponse(rsp)
+}
+
+// GetSuppressionWithResponse Read one address's suppression
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/suppressions/{address} (the `GetSuppression` operationId).
+func (c *ClientWithResponses) GetSuppressionWithResponse(ctx context.Context, address string, reqEditors ...RequestEditorFn) (*GetSuppressionResponse, error) {
+	rsp, err := c.GetSuppression(ctx, address, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSuppressionResponse(rsp)
+}
+
 // ListWebhookEndpointsWithResponse List the webhook endpoints
 //
 // The workspace's endpoints, oldest first, without their secrets.
@@ -9448,6 +11000,61 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 		return nil, err
 	}
 	return ParseReadyzResponse(rsp)
+}
+
+// GetUnsubscribeWithResponse The unsubscribe confirmation page of an email
+//
+// A plain page with one button; it changes nothing (mail scanners
+// follow links). A token msgapi did not make, or one altered in any
+// byte, is 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /unsubscribe/{token} (the `GetUnsubscribe` operationId).
+func (c *ClientWithResponses) GetUnsubscribeWithResponse(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*GetUnsubscribeResponse, error) {
+	rsp, err := c.GetUnsubscribe(ctx, token, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetUnsubscribeResponse(rsp)
+}
+
+// PostUnsubscribeWithBodyWithResponse One-click unsubscribe (RFC 8058)
+//
+// What a mail client POSTs for `List-Unsubscribe-Post:
+// List-Unsubscribe=One-Click` (body `List-Unsubscribe=One-Click`):
+// the email address the token names is suppressed in its workspace
+// with source `unsubscribe`. A forged or altered token is 404 and
+// writes nothing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /unsubscribe/{token} (the `PostUnsubscribe` operationId).
+func (c *ClientWithResponses) PostUnsubscribeWithBodyWithResponse(ctx context.Context, token string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostUnsubscribeResponse, error) {
+	rsp, err := c.PostUnsubscribeWithBody(ctx, token, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostUnsubscribeResponse(rsp)
+}
+
+// PostUnsubscribeWithFormdataBodyWithResponse One-click unsubscribe (RFC 8058)
+//
+// What a mail client POSTs for `List-Unsubscribe-Post:
+// List-Unsubscribe=One-Click` (body `List-Unsubscribe=One-Click`):
+// the email address the token names is suppressed in its workspace
+// with source `unsubscribe`. A forged or altered token is 404 and
+// writes nothing.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /unsubscribe/{token} (the `PostUnsubscribe` operationId).
+func (c *ClientWithResponses) PostUnsubscribeWithFormdataBodyWithResponse(ctx context.Context, token string, body PostUnsubscribeFormdataRequestBody, reqEditors ...RequestEditorFn) (*PostUnsubscribeResponse, error) {
+	rsp, err := c.PostUnsubscribeWithFormdataBody(ctx, token, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostUnsubscribeResponse(rsp)
 }
 
 // ParseCreateWorkspaceResponse parses an HTTP response from a CreateWorkspaceWithResponse call
@@ -12214,6 +13821,547 @@ func ParseReceiveRelayReceiptResponse(rsp *http.Response) (*ReceiveRelayReceiptR
 	return response, nil
 }
 
+// ParseListSuppressionsResponse parses an HTTP response from a ListSuppressionsWithResponse call
+func ParseListSuppressionsResponse(rsp *http.Response) (*ListSuppressionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSuppressionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SuppressionPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidQuery
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListSuppressionsResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListSuppressionsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListSuppressionsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListSuppressionsResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListSuppressionsResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateSuppressionResponse parses an HTTP response from a CreateSuppressionWithResponse call
+func ParseCreateSuppressionResponse(rsp *http.Response) (*CreateSuppressionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateSuppressionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SuppressionCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest SuppressionCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidAdmin
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMedia
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateSuppressionResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 201:
+		var headers CreateSuppressionResponse201Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateSuppressionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateSuppressionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateSuppressionResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers CreateSuppressionResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 500:
+		var headers CreateSuppressionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateSuppressionResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteSuppressionResponse parses an HTTP response from a DeleteSuppressionWithResponse call
+func ParseDeleteSuppressionResponse(rsp *http.Response) (*DeleteSuppressionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteSuppressionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SuppressionDeleted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidAdmin
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers DeleteSuppressionResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers DeleteSuppressionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers DeleteSuppressionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeleteSuppressionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 500:
+		var headers DeleteSuppressionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeleteSuppressionResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSuppressionResponse parses an HTTP response from a GetSuppressionWithResponse call
+func ParseGetSuppressionResponse(rsp *http.Response) (*GetSuppressionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSuppressionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SuppressionOne
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidAdmin
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetSuppressionResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetSuppressionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetSuppressionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetSuppressionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetSuppressionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetSuppressionResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListWebhookEndpointsResponse parses an HTTP response from a ListWebhookEndpointsWithResponse call
 func ParseListWebhookEndpointsResponse(rsp *http.Response) (*ListWebhookEndpointsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -12969,6 +15117,121 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 		response.Headers200 = &headers
 	case rsp.StatusCode == 503:
 		var headers ReadyzResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetUnsubscribeResponse parses an HTTP response from a GetUnsubscribeWithResponse call
+func ParseGetUnsubscribeResponse(rsp *http.Response) (*GetUnsubscribeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetUnsubscribeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetUnsubscribeResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetUnsubscribeResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePostUnsubscribeResponse parses an HTTP response from a PostUnsubscribeWithResponse call
+func ParsePostUnsubscribeResponse(rsp *http.Response) (*PostUnsubscribeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostUnsubscribeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PostUnsubscribeResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 404:
+		var headers PostUnsubscribeResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 503:
+		var headers PostUnsubscribeResponse503Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
