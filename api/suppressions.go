@@ -4,6 +4,7 @@ import (
 	"html/template"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 
@@ -120,6 +121,9 @@ func (s *Server) deleteSuppression(c echo.Context) error {
 
 // suppressionAddress normalises an address exactly as a send does.
 func (s *Server) suppressionAddress(c echo.Context, raw string) (string, error) {
+	if u, err := url.PathUnescape(raw); err == nil { // %2B15550100000
+		raw = u
+	}
 	addr, _, err := consent.Normalize(raw, currentWorkspace(c).DefaultRegion(s.opts.Send.DefaultRegion()))
 	if err != nil {
 		return "", &msgapi.Error{Code: msgapi.CodeInvalid, Message: "the request is invalid",

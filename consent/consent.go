@@ -463,3 +463,9 @@ func hashID(parts ...string) string {
 }
 
 func byID(id string) bson.D { return bson.D{{Key: "_id", Value: id}} }
+
+// Suppressed is Check as the send path consumes it (send.Options.Suppressed).
+func (s *Store) Suppressed(ctx context.Context, workspaceID, address string) (string, bool, error) {
+	sp, ok, err := s.Check(ctx, workspaceID, address)
+	return sp.Source, ok, err
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/msgapi/msgapi/messages"
+	"github.com/msgapi/msgapi/sender"
 )
 
 // The answers of POST /api/messages (SPEC: Response shapes). The send answer
@@ -26,11 +27,14 @@ const StatusPending = "pending"
 
 // SentAnswer is the answer to a send that ran: 201 (new lead) or 200.
 type SentAnswer struct {
-	Success       bool             `json:"success"`
-	Status        string           `json:"status"`
-	DuplicateOnly bool             `json:"duplicateOnly"`
-	Pending       bool             `json:"pending"`
-	Message       messages.Message `json:"message"`
+	Success       bool   `json:"success"`
+	Status        string `json:"status"`
+	DuplicateOnly bool   `json:"duplicateOnly"`
+	Pending       bool   `json:"pending"`
+	// Code is recipient_opted_out when the recipient opted out: the
+	// message is suppressed, or the provider refused it for that reason.
+	Code    string           `json:"code,omitempty"`
+	Message messages.Message `json:"message"`
 	crmKeys
 }
 
@@ -71,7 +75,11 @@ func ptr(s string) *string {
 
 // sentOf is the send answer for m, whose lead is leadID with crm.
 func sentOf(m messages.Message, leadID string, crm messages.CRMRefs) SentAnswer {
-	return SentAnswer{Success: true, Status: m.Status, Message: m, crmKeys: keysOf(leadID, crm)}
+	a := SentAnswer{Success: true, Status: m.Status, Message: m, crmKeys: keysOf(leadID, crm)}
+	if m.ErrorCode == sender.CodeOptedOut {
+		a.Code = sender.CodeOptedOut
+	}
+	return a
 }
 
 // duplicateOf is the duplicate answer naming the original message m.

@@ -62,7 +62,20 @@ type Options struct {
 	// (notify.Outbox.RecordDuplicate): blockedID is the id this request had
 	// allocated. A failure is logged; the answer stands.
 	OnDuplicate func(ctx context.Context, workspaceID, blockedID, lockID string, sibling messages.Message) error
+	// Suppressed, optional, reports whether a recipient address (E.164
+	// phone or lower-case email) is on the workspace's suppression list,
+	// and its source (consent.Store.Check: one read by _id). Nil sends to
+	// everyone.
+	Suppressed func(ctx context.Context, workspaceID, address string) (source string, suppressed bool, err error)
+	// OnSuppressed, optional, records the message.suppressed event of a
+	// suppressed message (notify.Outbox.RecordMessage) before the message
+	// is written, as every outcome's event is.
+	OnSuppressed func(ctx context.Context, m messages.Message) error
 }
+
+// SuppressedMetrics is what the send path reports about suppressed sends,
+// when its Metrics has it.
+type SuppressedMetrics interface{ Suppressed(channel string) }
 
 // Service sends messages. Safe for concurrent use.
 type Service struct {
@@ -134,15 +147,29 @@ func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte,
 		return Answer{}, fmt.Errorf("no sender configured for channel %s", req.Channel)
 	}
 
-	// Duplicate guard. The message id is allocated before anything is
-	// claimed (a keyed request's claim already names it), and the insert
-	// of the message under it is the commit point: see commit.go.
 	phone, email := req.DeliveryAddress()
 	keyed := messageID != ""
 	msgID := messageID
 	if !keyed {
 		msgID = msgapi.NewID("msg")
 	}
+
+	// Consent, after validation and before the guard: a recipient on the
+	// suppression list is never sent to (one read by _id). The request
+	// takes no lock; it writes its message as suppressed and answers.
+	if o.Suppressed != nil {
+		source, suppressed, err := o.Suppressed(ctx, ws.ID, phone+email)
+		if err != nil {
+			return Answer{}, err
+		}
+		if suppressed {
+			return s.suppress(ctx, ws, req, lead, msgID, phone, email, source)
+		}
+	}
+
+	// Duplicate guard. The message id is allocated before anything is
+	// claimed (a keyed request's claim already names it), and the insert
+	// of the message under it is the commit point: see commit.go.
 	limits := guard.Limits{Window: ws.DedupWindow(o.Guard.Window()), Wait: ws.DedupWait(o.Guard.Wait())}
 	d, err := o.Guard.AcquireWith(ctx, guard.Key{WorkspaceID: ws.ID, Phone: phone, Email: email, Body: req.Body}, msgID, limits)
 	if err != nil {
@@ -247,9 +274,66 @@ func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte,
 	// the send runs to its own timeout whatever the request does.
 	sendCtx := context.WithoutCancel(ctx)
 	res := snd.Send(sendCtx, toSenderMessage(m))
-	m.Status, m.ProviderMessageID, m.Error = string(res.Status), res.ProviderMessageID, res.Error
+	m.Status, m.ProviderMessageID, m.Error, m.ErrorCode = string(res.Status), res.ProviderMessageID, res.Error, res.Code
 	s.recordOutcome(ctx, m)
 
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return Answer{Status: status, Body: sentOf(*m, lead.ID, lead.CRM), SendStage: true}, nil
+}
+
+// suppress answers a send to a suppressed recipient: its message is
+// written final as suppressed (listed and readable like any other), its
+// event recorded, and no provider is called. A keyed request's message id
+// is its commit point as for a send, so an Idempotency-Key replays this
+// answer, and a retry after a crash answers from the message.
+func (s *Service) suppress(ctx context.Context, ws workspace.Workspace, req Request, lead *messages.Lead, msgID, phone, email, source string) (Answer, error) {
+	o := s.o
+	log := zerolog.Ctx(ctx)
+	created := false
+	if lead == nil {
+		l, isNew, err := o.Messages.FindOrCreateLead(ctx, ws.ID, req.RecipientPhone, req.RecipientEmail, req.CRM)
+		if err != nil {
+			return Answer{}, err
+		}
+		lead, created = &l, isNew
+	}
+	convID, err := o.Messages.EnsureConversation(ctx, ws.ID, lead.ID, phone, email, created)
+	if err != nil {
+		return Answer{}, err
+	}
+	m := &messages.Message{
+		ID: msgID, WorkspaceID: ws.ID, LeadID: lead.ID, ConversationID: convID,
+		Channel: req.Channel, Direction: "outbound",
+		RecipientPhone: phone, RecipientEmail: email,
+		Body: req.Body, Subject: req.Subject, Attachments: req.Attachments, Metadata: req.Metadata,
+		Status: messages.StatusSuppressed, ErrorCode: sender.CodeOptedOut,
+		Error: "not sent: the recipient is on the suppression list (source " + source + ")",
+		CRM:   lead.CRM, LeadCreated: created,
+	}
+	if o.OnSuppressed != nil {
+		m.CreatedAt, m.UpdatedAt = time.Now().UTC(), time.Now().UTC()
+		if err := o.OnSuppressed(ctx, *m); err != nil {
+			return Answer{}, err
+		}
+	}
+	if err := o.Messages.Insert(ctx, m); errors.Is(err, messages.ErrFenced) {
+		// A keyed request's id was fenced (its claim was taken over):
+		// whoever fenced it answers instead.
+		return pending("", time.Second, 0), nil
+	} else if err != nil {
+		return Answer{}, err
+	}
+	if err := o.Messages.Index(ctx, m, created); err != nil {
+		log.Error().Err(err).Str("event", events.IndexFailed).Str("messageId", m.ID).Msg("message not added to the listing index")
+	}
+	log.Info().Str("event", events.Suppressed).Str("workspaceId", ws.ID).Str("messageId", m.ID).
+		Str("channel", m.Channel).Str("source", source).Msg("recipient opted out: not sent")
+	if sm, ok := o.Metrics.(SuppressedMetrics); ok {
+		sm.Suppressed(m.Channel)
+	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated

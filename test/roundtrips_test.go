@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/msgapi/msgapi/api/apitest"
+	"github.com/msgapi/msgapi/consent"
 	"github.com/msgapi/msgapi/store"
 )
 
@@ -53,9 +54,10 @@ func TestRoundTripBudgets(t *testing.T) {
 			}
 		})
 		// 5 before the read API, plus 1: the listing index entries
-		// (messages/index.go), one insert command after the message insert.
-		if n > 6 {
-			t.Errorf("%d round trips %v, budget 6", n, by)
+		// (messages/index.go), one insert command after the message insert,
+		// plus 1: the consent check (one read by _id of the suppression).
+		if n > 7 {
+			t.Errorf("%d round trips %v, budget 7", n, by)
 		}
 		if by["insert"] != 3 {
 			t.Errorf("inserts %d (%v), want 3: lock, message, listing index", by["insert"], by)
@@ -70,8 +72,10 @@ func TestRoundTripBudgets(t *testing.T) {
 				t.Fatalf("not a duplicate: %s", r.Body)
 			}
 		})
-		if n > 3 {
-			t.Errorf("%d round trips %v, budget 3", n, by)
+		// The consent check, the losing lock insert, the sibling read (and
+		// at most one more read).
+		if n > 4 {
+			t.Errorf("%d round trips %v, budget 4", n, by)
 		}
 		// The one insert is the lock attempt that lost; nothing is written.
 		if by["insert"] > 1 || by["update"] != 0 || by["delete"] != 0 {
@@ -95,8 +99,8 @@ func TestRoundTripBudgets(t *testing.T) {
 		}
 	})
 	t.Run("keyed send", func(t *testing.T) {
-		// Read, claim, the send's 6 (5 and the listing index insert), then
-		// the completion's claim and write.
+		// Read, claim, the send's 7 (5, the listing index insert and the
+		// consent check), then the completion's claim and write.
 		// Fencing adds nothing here: the claim names the message id it
 		// allocated anyway.
 		n, by := delta(e.Store, func() {
@@ -106,10 +110,31 @@ func TestRoundTripBudgets(t *testing.T) {
 				t.Fatalf("status %d %s", r.Status, r.Body)
 			}
 		})
-		if n > 10 {
-			t.Errorf("%d round trips %v, budget 10", n, by)
+		if n > 11 {
+			t.Errorf("%d round trips %v, budget 11", n, by)
 		}
 		t.Logf("keyed send: %d round trips %v", n, by)
+	})
+	t.Run("send to a suppressed recipient", func(t *testing.T) {
+		if _, _, err := e.Consent.Suppress(t.Context(), e.WSID, "+15550100000", "api", consent.Evidence{}); err != nil {
+			t.Fatal(err)
+		}
+		// The consent check (it finds the suppression), the lead and the
+		// conversation reads, the message insert, the listing index
+		// insert: no lock, no provider, no outcome write.
+		n, by := delta(e.Store, func() {
+			r := e.Send(`{"channel":"sms","recipientPhone":"+15550100000","body":"to someone who said STOP"}`)
+			if r.Status != http.StatusOK || r.JSON()["status"] != "suppressed" {
+				t.Fatalf("status %d %s", r.Status, r.Body)
+			}
+		})
+		if n > 5 || by["insert"] != 2 || by["update"] != 0 || by["delete"] != 0 {
+			t.Errorf("%d round trips %v, budget 5, writes: the message and the listing index inserts only", n, by)
+		}
+		t.Logf("suppressed: %d round trips %v", n, by)
+		if _, err := e.Consent.Lift(t.Context(), e.WSID, "+15550100000", "api", consent.Evidence{}); err != nil {
+			t.Fatal(err)
+		}
 	})
 	t.Run("list messages, first page", func(t *testing.T) {
 		// Four messages are stored; limit 2 reads the head probe, then

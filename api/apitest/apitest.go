@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/msgapi/msgapi/api"
+	"github.com/msgapi/msgapi/consent"
 	"github.com/msgapi/msgapi/guard"
 	"github.com/msgapi/msgapi/idempotency"
 	"github.com/msgapi/msgapi/messages"
@@ -79,6 +80,8 @@ type Env struct {
 	Workspaces *workspace.Store
 	// Outbox is the event outbox when Options.Events is set.
 	Outbox *notify.Outbox
+	// Consent is the suppression list every send checks, as in production.
+	Consent *consent.Store
 }
 
 // Options tune an Env; zero values take the production defaults.
@@ -127,7 +130,7 @@ func (s *SyncBuffer) String() string {
 // AllCollections is every collection the server uses.
 var AllCollections = func() []store.Collection {
 	var c []store.Collection
-	for _, cs := range [][]store.Collection{workspace.Collections, messages.Collections, guard.Collections, idempotency.Collections, notify.Collections} {
+	for _, cs := range [][]store.Collection{workspace.Collections, messages.Collections, consent.Collections, guard.Collections, idempotency.Collections, notify.Collections} {
 		c = append(c, cs...)
 	}
 	return c
@@ -162,11 +165,18 @@ func New(t testing.TB, o Options) *Env {
 	wss := workspace.NewStore(st, time.Minute)
 	so := send.Options{Messages: ms, Guard: g, DefaultRegion: "US",
 		Senders: map[string]send.Sender{"sms": snd, "imessage": snd, "email": snd}}
+	cs := consent.New(consent.Options{Store: st})
+	so.Suppressed = cs.Suppressed
+	tokens, err := cs.Tokens(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	var ob *notify.Outbox
 	if o.Events {
 		ob = notify.New(notify.Options{Store: st, Log: log})
 		ms.OnOutcome(ob.RecordMessage)
 		so.OnDuplicate = ob.RecordDuplicate
+		so.OnSuppressed = ob.RecordMessage
 	}
 	sends, err := send.New(so)
 	if err != nil {
@@ -174,12 +184,12 @@ func New(t testing.TB, o Options) *Env {
 	}
 	srv := api.New(api.Options{
 		Log: log, Store: st, Workspaces: wss, AdminToken: AdminToken,
-		Send: sends, Messages: ms, Idempotency: idem, Outbox: ob,
+		Send: sends, Messages: ms, Idempotency: idem, Outbox: ob, Consent: cs, Unsubscribe: tokens,
 		Limiter: cmp.Or[api.RateLimiter](o.Limiter, ratelimit.New(ratelimit.Options{})), RateLimit: o.RateLimit, OnRateLimited: o.OnRateLimited,
 	})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	e := &Env{t: t, Store: st, URL: hs.URL, Sender: snd, Logs: logs, Guard: g, Workspaces: wss, Outbox: ob}
+	e := &Env{t: t, Store: st, URL: hs.URL, Sender: snd, Logs: logs, Guard: g, Workspaces: wss, Outbox: ob, Consent: cs}
 	if o.Store == nil {
 		var out struct{ WorkspaceID, APIKey string }
 		e.Do(http.MethodPost, "/admin/workspaces", AdminToken, `{"name":"Acme"}`, nil).Decode(&out)

@@ -479,7 +479,7 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 	idem := idempotency.New(idempotency.Options{Store: st, TTL: c.idemTTL, Lease: c.idemLease, WorkspaceID: api.WorkspaceID, Body: api.Body, Outcome: met.Idempotency, Commits: send.Commits{Messages: ms}, Now: c.testClock()})
 
 	sends, err := send.New(send.Options{Messages: ms, Guard: g, Senders: senders, DefaultRegion: v.str("MSGAPI_DEFAULT_REGION"), Metrics: met, Lifetime: life,
-		OnDuplicate: outbox.RecordDuplicate})
+		OnDuplicate: outbox.RecordDuplicate, Suppressed: cs.Suppressed, OnSuppressed: outbox.RecordMessage})
 	if err != nil {
 		return err
 	}
