@@ -108,7 +108,7 @@ func TestWorkspaceSettings(t *testing.T) {
 	r := admin(e, http.MethodGet, "", "")
 	want := map[string]any{
 		"workspaceId": e.WSID, "name": "Acme", "disabled": false,
-		"settings":       map[string]any{"dedupWindow": nil, "dedupWait": nil, "rateLimit": nil, "defaultRegion": nil},
+		"settings":       map[string]any{"dedupWindow": nil, "dedupWait": nil, "rateLimit": nil, "defaultRegion": nil, "optOutReply": nil},
 		"webhookSecrets": []any{"telegram"},
 	}
 	got := r.JSON()
@@ -125,8 +125,9 @@ func TestWorkspaceSettings(t *testing.T) {
 	if r := e.Send(gb); r.Status != http.StatusBadRequest {
 		t.Fatalf("a UK national number under the US default: %d %s, want 400", r.Status, r.Body)
 	}
-	r = admin(e, http.MethodPatch, "", `{"dedupWindow":"30m","dedupWait":"0s","rateLimit":{"perSecond":5,"burst":10},"defaultRegion":"gb"}`)
-	wantSettings := map[string]any{"dedupWindow": "30m", "dedupWait": "0s", "rateLimit": map[string]any{"perSecond": 5.0, "burst": 10.0}, "defaultRegion": "GB"}
+	r = admin(e, http.MethodPatch, "", `{"dedupWindow":"30m","dedupWait":"0s","rateLimit":{"perSecond":5,"burst":10},"defaultRegion":"gb","optOutReply":"You are unsubscribed. Reply START to resubscribe."}`)
+	wantSettings := map[string]any{"dedupWindow": "30m", "dedupWait": "0s", "rateLimit": map[string]any{"perSecond": 5.0, "burst": 10.0}, "defaultRegion": "GB",
+		"optOutReply": "You are unsubscribed. Reply START to resubscribe."}
 	if diff := cmp.Diff(wantSettings, r.JSON()["settings"]); r.Status != http.StatusOK || diff != "" {
 		t.Errorf("PATCH: %d (-want +got):\n%s", r.Status, diff)
 	}
@@ -135,13 +136,13 @@ func TestWorkspaceSettings(t *testing.T) {
 		t.Errorf("after defaultRegion GB: %d %s, want +442079460018", r.Status, r.Body)
 	}
 
-	r = admin(e, http.MethodPatch, "", `{"dedupWindow":"10s","dedupWait":"1h","rateLimit":{"perSecond":0,"burst":1},"defaultRegion":"XX","colour":"red"}`)
+	r = admin(e, http.MethodPatch, "", `{"dedupWindow":"10s","dedupWait":"1h","rateLimit":{"perSecond":0,"burst":1},"defaultRegion":"XX","colour":"red","optOutReply":""}`)
 	p := assertProblem(t, r, "invalid_request")
 	var fields []string
 	for _, f := range p["errors"].([]any) {
 		fields = append(fields, f.(map[string]any)["field"].(string))
 	}
-	if diff := cmp.Diff([]string{"colour", "dedupWait", "dedupWindow", "defaultRegion", "rateLimit"}, fields); diff != "" {
+	if diff := cmp.Diff([]string{"colour", "dedupWait", "dedupWindow", "defaultRegion", "optOutReply", "rateLimit"}, fields); diff != "" {
 		t.Errorf("invalid PATCH: fields (-want +got):\n%s", diff)
 	}
 	if r := admin(e, http.MethodGet, "", ""); cmp.Diff(wantSettings, r.JSON()["settings"]) != "" {
