@@ -65,6 +65,21 @@ func (e DuplicatePendingResponsePending) Valid() bool {
 	}
 }
 
+// Defines values for DuplicatePendingResponseStatus.
+const (
+	Pending DuplicatePendingResponseStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the DuplicatePendingResponseStatus enum.
+func (e DuplicatePendingResponseStatus) Valid() bool {
+	switch e {
+	case Pending:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for DuplicatePendingResponseSuccess.
 const (
 	DuplicatePendingResponseSuccessTrue DuplicatePendingResponseSuccess = true
@@ -89,6 +104,21 @@ const (
 func (e DuplicateResponseDuplicateOnly) Valid() bool {
 	switch e {
 	case DuplicateResponseDuplicateOnlyTrue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DuplicateResponsePending.
+const (
+	DuplicateResponsePendingFalse DuplicateResponsePending = false
+)
+
+// Valid indicates whether the value is a known member of the DuplicateResponsePending enum.
+func (e DuplicateResponsePending) Valid() bool {
+	switch e {
+	case DuplicateResponsePendingFalse:
 		return true
 	default:
 		return false
@@ -569,6 +599,36 @@ func (e SendResponseCode) Valid() bool {
 	}
 }
 
+// Defines values for SendResponseDuplicateOnly.
+const (
+	SendResponseDuplicateOnlyFalse SendResponseDuplicateOnly = false
+)
+
+// Valid indicates whether the value is a known member of the SendResponseDuplicateOnly enum.
+func (e SendResponseDuplicateOnly) Valid() bool {
+	switch e {
+	case SendResponseDuplicateOnlyFalse:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SendResponsePending.
+const (
+	SendResponsePendingFalse SendResponsePending = false
+)
+
+// Valid indicates whether the value is a known member of the SendResponsePending enum.
+func (e SendResponsePending) Valid() bool {
+	switch e {
+	case SendResponsePendingFalse:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SendResponseStatus.
 const (
 	SendResponseStatusFailed     SendResponseStatus = "failed"
@@ -980,7 +1040,10 @@ type DuplicatePendingResponse struct {
 	// OriginalAgeMs How long the original request has held the text, in milliseconds.
 	OriginalAgeMs *int                            `json:"originalAgeMs,omitempty"`
 	Pending       DuplicatePendingResponsePending `json:"pending"`
-	Success       DuplicatePendingResponseSuccess `json:"success"`
+
+	// Status Always "pending" (a string, never null), so that a workflow branching on `status` can tell waiting from failing.
+	Status  DuplicatePendingResponseStatus  `json:"status"`
+	Success DuplicatePendingResponseSuccess `json:"success"`
 }
 
 // DuplicatePendingResponseDuplicateOnly defines model for DuplicatePendingResponse.DuplicateOnly.
@@ -988,6 +1051,9 @@ type DuplicatePendingResponseDuplicateOnly bool
 
 // DuplicatePendingResponsePending defines model for DuplicatePendingResponse.Pending.
 type DuplicatePendingResponsePending bool
+
+// DuplicatePendingResponseStatus Always "pending" (a string, never null), so that a workflow branching on `status` can tell waiting from failing.
+type DuplicatePendingResponseStatus string
 
 // DuplicatePendingResponseSuccess defines model for DuplicatePendingResponse.Success.
 type DuplicatePendingResponseSuccess bool
@@ -1006,11 +1072,18 @@ type DuplicateResponse struct {
 
 	// Message An outbound or inbound message. Every key is always present, null when empty.
 	Message Message                  `json:"message"`
+	Pending DuplicateResponsePending `json:"pending"`
+
+	// Status The original message's status (as in `message.status`).
+	Status  string                   `json:"status"`
 	Success DuplicateResponseSuccess `json:"success"`
 }
 
 // DuplicateResponseDuplicateOnly defines model for DuplicateResponse.DuplicateOnly.
 type DuplicateResponseDuplicateOnly bool
+
+// DuplicateResponsePending defines model for DuplicateResponse.Pending.
+type DuplicateResponsePending bool
 
 // DuplicateResponseSuccess defines model for DuplicateResponse.Success.
 type DuplicateResponseSuccess bool
@@ -1463,24 +1536,32 @@ type SendRequest struct {
 // SendRequestChannel The channel. `sms` needs a phone, `email` an email, `imessage` either.
 type SendRequestChannel string
 
-// SendResponse A send that ran. `status` is the message's status.
+// SendResponse A send that ran. `status` is the message's status. Every 2xx answer of POST /api/messages has the same members (`success`, `status`, `duplicateOnly`, `pending`, `message` and the lead and CRM keys), so a field picker built from one sample sees them all.
 type SendResponse struct {
 	// Code Present when the recipient opted out: `status` is `suppressed` (nothing was sent), or `failed` because the provider refused for that reason (the address is now suppressed).
-	Code          *SendResponseCode `json:"code,omitempty"`
-	GhlContactId  *string           `json:"ghlContactId"`
-	GhlLocationId *string           `json:"ghlLocationId"`
-	HsContactId   *string           `json:"hsContactId"`
-	HsPortalId    *string           `json:"hsPortalId"`
-	LeadId        string            `json:"leadId"`
+	Code          *SendResponseCode         `json:"code,omitempty"`
+	DuplicateOnly SendResponseDuplicateOnly `json:"duplicateOnly"`
+	GhlContactId  *string                   `json:"ghlContactId"`
+	GhlLocationId *string                   `json:"ghlLocationId"`
+	HsContactId   *string                   `json:"hsContactId"`
+	HsPortalId    *string                   `json:"hsPortalId"`
+	LeadId        string                    `json:"leadId"`
 
 	// Message An outbound or inbound message. Every key is always present, null when empty.
 	Message Message             `json:"message"`
+	Pending SendResponsePending `json:"pending"`
 	Status  SendResponseStatus  `json:"status"`
 	Success SendResponseSuccess `json:"success"`
 }
 
 // SendResponseCode Present when the recipient opted out: `status` is `suppressed` (nothing was sent), or `failed` because the provider refused for that reason (the address is now suppressed).
 type SendResponseCode string
+
+// SendResponseDuplicateOnly defines model for SendResponse.DuplicateOnly.
+type SendResponseDuplicateOnly bool
+
+// SendResponsePending defines model for SendResponse.Pending.
+type SendResponsePending bool
 
 // SendResponseStatus defines model for SendResponse.Status.
 type SendResponseStatus string
