@@ -21,10 +21,10 @@ import (
 // lookup, and any change to it fails to open (404, nothing written).
 type Tokens struct{ aead cipher.AEAD }
 
-// keyID is the _id of the shared token key. The first process to start
+// TokenKeyID is the _id (in consent_keys) of the shared token key. The first process to start
 // inserts a random key; every other reads the winner (a unique insert
 // decides, as everywhere).
-const keyID = "unsubscribe-token-key-v1"
+const TokenKeyID = "unsubscribe-token-key-v1"
 
 // tokenAAD binds a sealed token to its purpose.
 var tokenAAD = []byte("msgapi unsubscribe v1")
@@ -35,7 +35,7 @@ func (s *Store) Tokens(ctx context.Context) (*Tokens, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
-	_, err := s.keys.InsertOne(ctx, bson.D{{Key: "_id", Value: keyID}, {Key: "key", Value: base64.StdEncoding.EncodeToString(key)}, {Key: "createdAt", Value: s.now()}})
+	_, err := s.keys.InsertOne(ctx, bson.D{{Key: "_id", Value: TokenKeyID}, {Key: "key", Value: base64.StdEncoding.EncodeToString(key)}, {Key: "createdAt", Value: s.now()}})
 	if err != nil && !store.IsDuplicateKey(err) {
 		return nil, msgapi.Unavailable(fmt.Errorf("create unsubscribe token key: %w", err))
 	}
@@ -43,7 +43,7 @@ func (s *Store) Tokens(ctx context.Context) (*Tokens, error) {
 		var doc struct {
 			Key string `bson:"key"`
 		}
-		if err := s.keys.FindOne(ctx, byID(keyID)).Decode(&doc); err != nil {
+		if err := s.keys.FindOne(ctx, byID(TokenKeyID)).Decode(&doc); err != nil {
 			return nil, msgapi.Unavailable(fmt.Errorf("read unsubscribe token key: %w", err))
 		}
 		if key, err = base64.StdEncoding.DecodeString(doc.Key); err != nil || len(key) != 32 {

@@ -268,6 +268,10 @@ var excluded = map[string]string{
 	"getEvent 500":              noInternalEvents,
 	"redeliverEvent 500":        noInternal,
 	"receiveTwilioReceipt 500":  noInternal,
+	"listSuppressions 500":      noInternal,
+	"createSuppression 500":     noInternal,
+	"getSuppression 500":        noInternal,
+	"deleteSuppression 500":     noInternal,
 	"receiveRelayReceipt 500":   noInternal,
 }
 

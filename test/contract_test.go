@@ -21,6 +21,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/consent"
 	"github.com/msgapi/msgapi/guard"
 	"github.com/msgapi/msgapi/idempotency"
 	"github.com/msgapi/msgapi/inbound"
@@ -459,6 +460,52 @@ func TestContract(t *testing.T) {
 		wantStatus(t, c.do(t, a, call{method: "DELETE", path: eps + "/" + epID}), 401)
 	})
 
+	var unsubToken string
+	t.Run("suppressions", func(t *testing.T) {
+		sup := "/api/suppressions"
+		wantStatus(t, c.do(t, a, call{method: "POST", path: sup, token: key, body: `{"address":"+15550100090","reason":"contract"}`}), 201)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: sup, token: key, body: `{"address":"+15550100090"}`}), 200)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: sup, token: key, body: `{"address":"not an address"}`}), 400)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: sup, body: `{"address":"+15550100090"}`}), 401)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: sup, token: key, body: tooLarge(), chunked: true}), 413)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: sup, token: key, body: "address=x", contentType: "application/x-www-form-urlencoded"}), 415)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: sup + "?limit=10", token: key}), 200)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: sup + "?limit=1000", token: key}), 400)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: sup}), 401)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: sup + "/%2B15550100090", token: key}), 200)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: sup + "/nope", token: key}), 400)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: sup + "/+15550100091", token: key}), 404)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: sup + "/+15550100090"}), 401)
+		// A send to it is suppressed: a 2xx with code recipient_opted_out.
+		s := wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/messages", token: key, body: `{"channel":"sms","recipientPhone":"+15550100090","body":"contract suppressed"}`}), 201).json(t)
+		if s["status"] != "suppressed" || s["code"] != "recipient_opted_out" {
+			t.Errorf("send to a suppressed number: %v", s)
+		}
+		wantStatus(t, c.do(t, a, call{method: "DELETE", path: sup + "/+15550100090", token: key}), 200)
+		wantStatus(t, c.do(t, a, call{method: "DELETE", path: sup + "/+15550100090", token: key}), 404)
+		wantStatus(t, c.do(t, a, call{method: "DELETE", path: sup + "/nope", token: key}), 400)
+		wantStatus(t, c.do(t, a, call{method: "DELETE", path: sup + "/+15550100090"}), 401)
+
+		// The one-click unsubscribe page, with a token made under the
+		// store's key as an email's List-Unsubscribe carries it.
+		var doc struct{ Key string }
+		if err := db.Collection("consent_keys").FindOne(context.Background(), bson.D{{Key: "_id", Value: consent.TokenKeyID}}).Decode(&doc); err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := base64.StdEncoding.DecodeString(doc.Key)
+		tk, err := consent.NewTokens(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unsubToken = tk.Make(ws, "contract@example.com")
+		page := "/unsubscribe/" + unsubToken
+		wantStatus(t, c.do(t, a, call{method: "GET", path: page}), 200)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: "/unsubscribe/forged"}), 404)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: page, body: "List-Unsubscribe=One-Click", contentType: "application/x-www-form-urlencoded"}), 200)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/unsubscribe/" + unsubToken[:len(unsubToken)-2] + "xx", body: "List-Unsubscribe=One-Click", contentType: "application/x-www-form-urlencoded"}), 404)
+		wantStatus(t, c.do(t, a, call{method: "GET", path: sup + "/contract@example.com", token: key}), 200)
+	})
+
 	twilioReceipt := func(p *proc, messageID, status, token string) call {
 		path := receipts.TwilioPath + "?messageId=" + url.QueryEscape(messageID)
 		form := url.Values{"MessageSid": {"SMcontract"}, "MessageStatus": {status}}
@@ -527,6 +574,11 @@ func TestContract(t *testing.T) {
 			{method: "GET", path: "/api/events", token: key},
 			{method: "GET", path: "/api/events/evt_nope", token: key},
 			{method: "POST", path: "/api/events/evt_nope/redeliver", token: key},
+			{method: "GET", path: "/api/suppressions", token: key},
+			{method: "POST", path: "/api/suppressions", token: key, body: `{"address":"+15550100092"}`},
+			{method: "GET", path: "/api/suppressions/+15550100092", token: key},
+			{method: "DELETE", path: "/api/suppressions/+15550100092", token: key},
+			{method: "POST", path: "/unsubscribe/" + unsubToken, body: "List-Unsubscribe=One-Click", contentType: "application/x-www-form-urlencoded"},
 			twilioReceipt(b, msg1, "delivered", twilioToken),
 			relayReceipt(`{"messageId":"`+msg1+`","status":"delivered"}`, relaySecret),
 		}

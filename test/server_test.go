@@ -68,6 +68,9 @@ type proc struct {
 	mu   sync.Mutex
 	logs bytes.Buffer
 	done chan error
+	// publicURL is the origin vendors were given (MSGAPI_PUBLIC_URL), when
+	// it is not url.
+	publicURL string
 }
 
 func (p *proc) Logs() string {
