@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +37,68 @@ type Endpoint struct {
 	// FailingSince is the first failure after the last success (a hint
 	// written by the dispatcher, not a decision).
 	FailingSince *time.Time `bson:"failingSince,omitempty"`
+	// Slot is the endpoint's place among its workspace's MaxEndpoints.
+	Slot int `bson:"slot,omitempty"`
+}
+
+// slot is one of a workspace's MaxEndpoints places, held by an endpoint.
+type slot struct {
+	ID         string    `bson:"_id"`
+	EndpointID string    `bson:"endpointId"`
+	TakenAt    time.Time `bson:"takenAt"`
+}
+
+func slotID(workspaceID string, n int) string { return workspaceID + "/" + strconv.Itoa(n) }
+
+// slotGrace is how long a slot whose endpoint does not exist is left to
+// the create that took it (it inserts the endpoint next); past it the slot
+// was left by a create that died, and is taken back.
+const slotGrace = time.Minute
+
+// takeSlot inserts the first free slot of the workspace for endpointID.
+// Endpoints created before slots existed count too: a workspace that has
+// MaxEndpoints of them gets no slot.
+func (o *Outbox) takeSlot(ctx context.Context, workspaceID, endpointID string) (int, error) {
+	have, err := o.listEndpoints(ctx, workspaceID)
+	if err != nil {
+		return 0, err
+	}
+	full := &msgapi.Error{Code: msgapi.CodeInvalid, Message: fmt.Sprintf("a workspace has at most %d webhook endpoints; delete one first", MaxEndpoints)}
+	if len(have) >= MaxEndpoints {
+		return 0, full
+	}
+	for n := 1; n <= MaxEndpoints; n++ {
+		s := slot{ID: slotID(workspaceID, n), EndpointID: endpointID, TakenAt: o.now()}
+		_, err := o.slots.InsertOne(ctx, s)
+		if err == nil {
+			return n, nil
+		}
+		if !store.IsDuplicateKey(err) {
+			return 0, msgapi.Unavailable(fmt.Errorf("take webhook endpoint slot: %w", err))
+		}
+		if o.reclaimSlot(ctx, s) {
+			return n, nil
+		}
+	}
+	return 0, full
+}
+
+// reclaimSlot takes back a slot whose endpoint is gone (a create or a
+// delete that died half-way): delete it by its holder, then insert it
+// again; of two reclaimers only one insert wins.
+func (o *Outbox) reclaimSlot(ctx context.Context, s slot) bool {
+	var held slot
+	if err := o.slots.FindOne(ctx, byID(s.ID)).Decode(&held); err != nil || o.now().Sub(held.TakenAt) < slotGrace {
+		return false
+	}
+	if err := o.endpoints.FindOne(ctx, byID(held.EndpointID)).Err(); !store.IsNotFound(err) {
+		return false
+	}
+	if _, err := o.slots.DeleteOne(ctx, bson.D{{Key: "_id", Value: s.ID}, {Key: "endpointId", Value: held.EndpointID}}); err != nil {
+		return false
+	}
+	_, err := o.slots.InsertOne(ctx, s)
+	return err == nil
 }
 
 // wants reports whether the endpoint is enabled and subscribed to typ.
@@ -73,22 +136,25 @@ func (o *Outbox) CreateEndpoint(ctx context.Context, workspaceID string, in Endp
 	if len(fields) > 0 {
 		return Endpoint{}, &msgapi.Error{Code: msgapi.CodeInvalid, Message: "the webhook endpoint is invalid", Fields: fields}
 	}
-	have, err := o.listEndpoints(ctx, workspaceID)
-	if err != nil {
-		return Endpoint{}, err
-	}
-	if len(have) >= MaxEndpoints {
-		return Endpoint{}, &msgapi.Error{Code: msgapi.CodeInvalid, Message: fmt.Sprintf("a workspace has at most %d webhook endpoints; delete one first", MaxEndpoints)}
-	}
 	ep := Endpoint{
 		ID: msgapi.NewID("we"), WorkspaceID: workspaceID, URL: in.URL, Description: in.Description,
 		EventTypes: types, Secret: NewSecret(), CreatedAt: o.now(),
 	}
 	stored := ep
+	var err error
 	if stored.Secret, err = o.opts.Keyring.Seal(ep.Secret, endpointAAD(workspaceID, ep.ID)); err != nil {
 		return Endpoint{}, fmt.Errorf("seal webhook endpoint secret: %w", err)
 	}
+	// The limit is decided by inserts: an endpoint first takes one of the
+	// workspace's MaxEndpoints slots (a unique _id), so concurrent creates
+	// cannot all pass a count that none of them has written yet.
+	slot, err := o.takeSlot(ctx, workspaceID, ep.ID)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	stored.Slot = slot
 	if _, err := o.endpoints.InsertOne(ctx, stored); err != nil {
+		_, _ = o.slots.DeleteOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: slotID(workspaceID, slot)}, {Key: "endpointId", Value: ep.ID}})
 		return Endpoint{}, msgapi.Unavailable(fmt.Errorf("insert webhook endpoint: %w", err))
 	}
 	o.epCache.forget(workspaceID)
@@ -165,11 +231,15 @@ func (o *Outbox) listEndpoints(ctx context.Context, workspaceID string) ([]Endpo
 // DeleteEndpoint removes a workspace's endpoint; its pending deliveries are
 // dropped when they come due.
 func (o *Outbox) DeleteEndpoint(ctx context.Context, workspaceID, id string) error {
-	if _, err := o.getEndpoint(ctx, workspaceID, id); err != nil {
+	ep, err := o.getEndpoint(ctx, workspaceID, id)
+	if err != nil {
 		return err
 	}
 	if _, err := o.endpoints.DeleteOne(ctx, byID(id)); err != nil {
 		return msgapi.Unavailable(fmt.Errorf("delete webhook endpoint %s: %w", id, err))
+	}
+	if ep.Slot > 0 { // a slot left behind is reclaimed by a later create
+		_, _ = o.slots.DeleteOne(ctx, bson.D{{Key: "_id", Value: slotID(workspaceID, ep.Slot)}, {Key: "endpointId", Value: id}})
 	}
 	o.epCache.forget(workspaceID)
 	return nil

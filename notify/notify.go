@@ -93,6 +93,7 @@ const (
 	collAttempts   = "outbox_attempts"
 	collResults    = "outbox_results"
 	collEndpoints  = "webhook_endpoints"
+	collSlots      = "webhook_endpoint_slots"
 
 	// Retention of events, their log and their attempts (Stripe keeps 30 days).
 	Retention = 30 * 24 * time.Hour
@@ -110,6 +111,7 @@ var Collections = []store.Collection{
 	{Name: collAttempts, ExpiresField: "expiresAt"},
 	{Name: collResults, ExpiresField: "expiresAt"},
 	{Name: collEndpoints},
+	{Name: collSlots},
 }
 
 // Fact is something that happened that a workspace is told about.
@@ -214,6 +216,7 @@ type Outbox struct {
 	log                                zerolog.Logger
 	pending, events, evlog, deliveries *mongo.Collection
 	attempts, results, endpoints       *mongo.Collection
+	slots                              *mongo.Collection
 	client                             *http.Client
 	now                                func() time.Time
 	wake                               chan struct{}
@@ -263,13 +266,13 @@ func New(o Options) *Outbox {
 		opts: o, log: o.Log,
 		pending: s.Collection(collPending), events: s.Collection(collEvents), evlog: s.Collection(collLog),
 		deliveries: s.Collection(collDeliveries), attempts: s.Collection(collAttempts), results: s.Collection(collResults),
-		endpoints: s.Collection(collEndpoints),
-		client:    client,
-		now:       func() time.Time { return o.Now().UTC().Truncate(time.Millisecond) },
-		wake:      make(chan struct{}, 1),
-		epCache:   newEndpointCache(5 * time.Second),
-		nextSeq:   map[string]int64{},
-		inflight:  map[string]bool{},
+		endpoints: s.Collection(collEndpoints), slots: s.Collection(collSlots),
+		client:   client,
+		now:      func() time.Time { return o.Now().UTC().Truncate(time.Millisecond) },
+		wake:     make(chan struct{}, 1),
+		epCache:  newEndpointCache(5 * time.Second),
+		nextSeq:  map[string]int64{},
+		inflight: map[string]bool{},
 	}
 }
 
