@@ -64,12 +64,13 @@ const (
 )
 
 // Collections used by this package.
-var Collections = []store.Collection{{Name: collSuppressions}, {Name: collLog}, {Name: collReplies}, {Name: collKeys}}
+var Collections = []store.Collection{{Name: collSuppressions}, {Name: collLog}, {Name: collReplies}, {Name: collClaims}, {Name: collKeys}}
 
 const (
 	collSuppressions = "suppressions"
 	collLog          = "suppression_log"
 	collReplies      = "consent_replies"
+	collClaims       = "consent_claims"
 	collKeys         = "consent_keys"
 )
 
@@ -125,7 +126,7 @@ type Options struct {
 
 // Store is the suppression list.
 type Store struct {
-	sup, log, replies, keys *mongo.Collection
+	sup, log, replies, claims, keys *mongo.Collection
 	onChange                func(ctx context.Context, c Change) error
 	now                     func() time.Time
 }
@@ -138,7 +139,7 @@ func New(o Options) *Store {
 	}
 	return &Store{
 		sup: o.Store.Collection(collSuppressions), log: o.Store.Collection(collLog),
-		replies: o.Store.Collection(collReplies), keys: o.Store.Collection(collKeys),
+		replies: o.Store.Collection(collReplies), claims: o.Store.Collection(collClaims), keys: o.Store.Collection(collKeys),
 		onChange: o.OnChange,
 		now:      func() time.Time { return now().UTC().Truncate(time.Millisecond) },
 	}
@@ -226,6 +227,14 @@ func (s *Store) Suppress(ctx context.Context, workspaceID, address, source strin
 	if found && (cur.Active || (ev.MessageID != "" && cur.Evidence.MessageID == ev.MessageID)) {
 		return cur, false, nil
 	}
+	// Concurrent deliveries of one STOP (or one refused message) all get
+	// here: the one whose claim insert wins records it, once.
+	if won, err := s.claim(ctx, ActionSuppressed, workspaceID, address, ev.MessageID); err != nil || !won {
+		if err == nil {
+			cur, _, err = s.read(ctx, id)
+		}
+		return cur, false, err
+	}
 	now := s.now()
 	seq, err := s.appendLog(ctx, workspaceID, id, now)
 	if err != nil {
@@ -251,6 +260,9 @@ func (s *Store) Lift(ctx context.Context, workspaceID, address, source string, e
 	id := ID(workspaceID, address)
 	cur, found, err := s.read(ctx, id)
 	if err != nil || !found || !cur.Active {
+		return false, err
+	}
+	if won, err := s.claim(ctx, ActionLifted, workspaceID, address, ev.MessageID); err != nil || !won {
 		return false, err
 	}
 	now := s.now()
@@ -279,6 +291,25 @@ func (s *Store) logChange(ctx context.Context, action string, sp Suppression, so
 	zerolog.Ctx(ctx).Info().Str("event", name).Str("workspaceId", sp.WorkspaceID).Str("address", sp.Address).
 		Str("kind", sp.Kind).Str("source", source).Str("evidenceMessageId", ev.MessageID).
 		Str("keyword", ev.Keyword).Str("providerError", ev.ProviderError).Msg("suppression list changed")
+}
+
+// claim decides which of concurrent callers records a change that names
+// its evidence (an inbound message, a refused message): the one whose
+// insert of (action, workspace, address, message) wins. Changes without
+// evidence (the API) are not claimed: a repeat of them is a new fact.
+func (s *Store) claim(ctx context.Context, action, workspaceID, address, messageID string) (bool, error) {
+	if messageID == "" {
+		return true, nil
+	}
+	id := "cc_" + hashID("claim", action, workspaceID, address, messageID)
+	_, err := s.claims.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "workspaceId", Value: workspaceID}, {Key: "createdAt", Value: s.now()}})
+	switch {
+	case err == nil:
+		return true, nil
+	case store.IsDuplicateKey(err):
+		return false, nil
+	}
+	return false, msgapi.Unavailable(fmt.Errorf("claim consent change %s: %w", id, err))
 }
 
 // ClaimReply decides, once per inbound event, who sends the confirmation

@@ -279,3 +279,28 @@ func TestKeywordsHandle(t *testing.T) {
 		t.Errorf("%d changes, %d replies; want 2 and 1", len(*changes), len(replies))
 	}
 }
+
+// Concurrent deliveries of one STOP record one change (one event, one
+// metric), decided by an insert.
+func TestConcurrentSuppressRecordsOnce(t *testing.T) {
+	ctx := context.Background()
+	s, changes := newStore(t)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 8 {
+		wg.Go(func() {
+			<-start
+			if _, _, err := s.Suppress(ctx, "ws_c", "+15550100000", SourceKeyword, Evidence{MessageID: "msg_in_same"}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if _, ok, _ := s.Check(ctx, "ws_c", "+15550100000"); !ok {
+		t.Fatal("not suppressed")
+	}
+	if n := len(*changes); n != 1 {
+		t.Errorf("%d changes recorded for one STOP delivered 8 times at once, want 1", n)
+	}
+}
