@@ -127,8 +127,8 @@ type Options struct {
 // Store is the suppression list.
 type Store struct {
 	sup, log, replies, claims, keys *mongo.Collection
-	onChange                func(ctx context.Context, c Change) error
-	now                     func() time.Time
+	onChange                        func(ctx context.Context, c Change) error
+	now                             func() time.Time
 }
 
 // New returns a Store.
