@@ -62,8 +62,20 @@ func (s *Server) routes(e *echo.Echo) {
 	admin.GET("/workspaces/:id/keys", s.listKeys)
 	admin.DELETE("/workspaces/:id/keys/:keyId", s.revokeKey)
 
-	if s.opts.Extra != nil {
-		s.opts.Extra(e)
+	// Vendors authenticate by signature, not by API key: outside /api's
+	// group. Inbound webhooks use the workspace's channel secret (package
+	// inbound); delivery receipts the provider's (package receipts).
+	if s.opts.Inbound != nil {
+		e.POST("/api/webhooks/:workspaceId/:channel", s.opts.Inbound)
+	}
+	if s.opts.TwilioReceipt != nil {
+		e.POST("/api/receipts/twilio", s.opts.TwilioReceipt)
+	}
+	if s.opts.RelayReceipt != nil {
+		e.POST("/api/receipts/webhook", s.opts.RelayReceipt)
+	}
+	if s.opts.Metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(s.opts.Metrics))
 	}
 }
 

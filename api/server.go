@@ -43,8 +43,15 @@ type Options struct {
 	// token sealer) also the public one-click unsubscribe page.
 	Consent     *consent.Store
 	Unsubscribe *consent.Tokens
-	// Extra lets other capabilities add their routes (webhooks, metrics).
-	Extra func(e *echo.Echo)
+	// Inbound receives vendor webhooks (inbound.Handler.Receive); nil
+	// leaves the route out.
+	Inbound echo.HandlerFunc
+	// TwilioReceipt and RelayReceipt receive delivery receipts
+	// (receipts.Handler); nil leaves the route out.
+	TwilioReceipt, RelayReceipt echo.HandlerFunc
+	// Metrics serves GET /metrics (metrics.Metrics.Handler); nil leaves the
+	// route out.
+	Metrics http.Handler
 	// Middleware runs first on every request (e.g. metrics).
 	Middleware []echo.MiddlewareFunc
 	// Limiter limits POST /api/messages per workspace (nil: no limit) to

@@ -106,7 +106,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 	if o.crash != nil {
 		inbound.SetAfterMessage(h, o.crash)
 	}
-	srv := api.New(api.Options{Log: zerolog.New(logs), Store: st, Workspaces: wss, Extra: h.Mount})
+	srv := api.New(api.Options{Log: zerolog.New(logs), Store: st, Workspaces: wss, Inbound: h.Receive})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 

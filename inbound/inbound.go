@@ -163,13 +163,6 @@ func New(opts Options) *Handler {
 	}
 }
 
-// Mount adds the webhook route to e. It sits outside the API-key group:
-// vendors authenticate by signature, with the workspace's channel secret.
-// Use it as api.Options.Extra.
-func (h *Handler) Mount(e *echo.Echo) {
-	e.POST("/api/webhooks/:workspaceId/:channel", h.receive)
-}
-
 // NewRedis returns a client for the fast path from a redis:// URL, with
 // short timeouts and no retries: a slow or absent Redis must cost a
 // delivery little, because MongoDB decides anyway.
@@ -208,7 +201,10 @@ type ack struct {
 // twiml is Twilio's answer: an empty TwiML document (reply with nothing).
 const twiml = `<?xml version="1.0" encoding="UTF-8"?><Response></Response>`
 
-func (h *Handler) receive(c echo.Context) error {
+// Receive is POST /api/webhooks/{workspaceId}/{channel}, mounted in
+// api/routes.go outside the API-key group: vendors authenticate by
+// signature, with the workspace's channel secret.
+func (h *Handler) Receive(c echo.Context) error {
 	// Both path segments are checked before anything logs or looks them up:
 	// they are whatever the caller sent, of any length. Their shape is
 	// public, so a 404 for a malformed one tells a prober nothing.

@@ -200,15 +200,12 @@ func (m *Metrics) StoreWriter(stats func() (commands int64, wait, busy time.Dura
 // Registry is the registry everything is on (tests, extra collectors).
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// Handler serves the registry in the Prometheus text format.
+// Handler serves the registry in the Prometheus text format (GET /metrics,
+// api.Options.Metrics).
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-// Mount adds GET /metrics (for api.Options.Extra).
-func (m *Metrics) Mount(e *echo.Echo) {
-	e.GET("/metrics", echo.WrapHandler(m.Handler()))
-}
 
 // Middleware counts and times every request by route template. An error
 // from the handler is rendered here (c.Error) so the status is final; the

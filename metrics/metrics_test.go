@@ -25,7 +25,7 @@ func newEcho(m *Metrics) *echo.Echo {
 	e.POST("/api/messages", func(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusUnprocessableEntity, "no")
 	})
-	m.Mount(e)
+	e.GET("/metrics", echo.WrapHandler(m.Handler()))
 	return e
 }
 
@@ -158,7 +158,7 @@ func TestNoGlobalRegistry(t *testing.T) {
 func scrape(t *testing.T, m *Metrics) string {
 	t.Helper()
 	e := echo.New()
-	m.Mount(e)
+	e.GET("/metrics", echo.WrapHandler(m.Handler()))
 	rec := serve(e, http.MethodGet, "/metrics")
 	if rec.Code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d", rec.Code)

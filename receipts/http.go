@@ -28,13 +28,6 @@ const (
 	maxBody    = 64 << 10
 )
 
-// Mount adds the receipt routes (for api.Options.Extra). They sit outside
-// the API-key group: providers authenticate by signature.
-func (h *Handler) Mount(e *echo.Echo) {
-	e.POST(TwilioPath, h.twilio)
-	e.POST(RelayPath, h.relay)
-}
-
 var errSignature = msgapi.Errorf(msgapi.CodeUnauthorized, "the receipt signature is missing or invalid")
 
 // twilioStatuses maps Twilio's MessageStatus to msgapi states; the
@@ -45,7 +38,10 @@ var twilioStatuses = map[string]string{
 	"failed": messages.StatusFailed, "canceled": messages.StatusFailed, "read": messages.StatusRead,
 }
 
-func (h *Handler) twilio(c echo.Context) error {
+// Twilio is POST /api/receipts/twilio (TwilioPath), Twilio's status
+// callback, mounted in api/routes.go outside the API-key group: Twilio
+// authenticates by signature.
+func (h *Handler) Twilio(c echo.Context) error {
 	r := c.Request()
 	body, err := readBody(c)
 	if err != nil {
@@ -100,7 +96,9 @@ var relayStatuses = map[string]string{
 	"failed": messages.StatusFailed, "read": messages.StatusRead,
 }
 
-func (h *Handler) relay(c echo.Context) error {
+// Relay is POST /api/receipts/webhook (RelayPath), the webhook relay's
+// receipt, signed with the relay secret.
+func (h *Handler) Relay(c echo.Context) error {
 	r := c.Request()
 	body, err := readBody(c)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/msgapi/msgapi/api"
+	"github.com/msgapi/msgapi/app"
 	"github.com/msgapi/msgapi/consent"
 	"github.com/msgapi/msgapi/guard"
 	"github.com/msgapi/msgapi/idempotency"
@@ -127,14 +128,8 @@ func (s *SyncBuffer) String() string {
 	return s.b.String()
 }
 
-// AllCollections is every collection the server uses.
-var AllCollections = func() []store.Collection {
-	var c []store.Collection
-	for _, cs := range [][]store.Collection{workspace.Collections, messages.Collections, consent.Collections, guard.Collections, idempotency.Collections, notify.Collections} {
-		c = append(c, cs...)
-	}
-	return c
-}()
+// AllCollections is every collection the server uses (app.Collections).
+var AllCollections = app.Collections()
 
 // New starts an Env. Without Options.Store it opens a fresh database and
 // creates a workspace and key through the admin API.
@@ -160,13 +155,8 @@ func New(t testing.TB, o Options) *Env {
 		snd = &CountingSender{}
 	}
 	ms := messages.NewStore(st)
-	g := guard.New(guard.Options{Store: st, Window: o.Window, Wait: o.DedupWait, Lease: o.DedupLease, Now: o.Now, Sibling: send.Sibling(ms), Fence: ms.Fence})
-	idem := idempotency.New(idempotency.Options{Store: st, Lease: o.IdemLease, Now: o.Now, WorkspaceID: api.WorkspaceID, Body: api.Body, Commits: send.Commits{Messages: ms}})
 	wss := workspace.NewStore(st, time.Minute)
-	so := send.Options{Messages: ms, Guard: g, DefaultRegion: "US",
-		Senders: map[string]send.Sender{"sms": snd, "imessage": snd, "email": snd}}
 	cs := consent.New(consent.Options{Store: st})
-	so.Suppressed = cs.Suppressed
 	tokens, err := cs.Tokens(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -174,19 +164,19 @@ func New(t testing.TB, o Options) *Env {
 	var ob *notify.Outbox
 	if o.Events {
 		ob = notify.New(notify.Options{Store: st, Log: log})
-		ms.OnOutcome(ob.RecordMessage)
-		so.OnDuplicate = ob.RecordDuplicate
-		so.OnSuppressed = ob.RecordMessage
 	}
-	sends, err := send.New(so)
+	a, err := app.New(app.Options{
+		Store: st, Workspaces: wss, Messages: ms, Log: log, AdminToken: AdminToken,
+		Senders: map[string]send.Sender{"sms": snd, "imessage": snd, "email": snd}, DefaultRegion: "US",
+		Guard:       guard.Options{Window: o.Window, Wait: o.DedupWait, Lease: o.DedupLease, Now: o.Now},
+		Idempotency: idempotency.Options{Lease: o.IdemLease, Now: o.Now},
+		Outbox:      ob, Consent: cs, Unsubscribe: tokens,
+		Limiter: cmp.Or[api.RateLimiter](o.Limiter, ratelimit.New(ratelimit.Options{})), RateLimit: o.RateLimit, OnRateLimited: o.OnRateLimited,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := api.New(api.Options{
-		Log: log, Store: st, Workspaces: wss, AdminToken: AdminToken,
-		Send: sends, Messages: ms, Idempotency: idem, Outbox: ob, Consent: cs, Unsubscribe: tokens,
-		Limiter: cmp.Or[api.RateLimiter](o.Limiter, ratelimit.New(ratelimit.Options{})), RateLimit: o.RateLimit, OnRateLimited: o.OnRateLimited,
-	})
+	g, srv := a.Guard, a.Server
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	e := &Env{t: t, Store: st, URL: hs.URL, Sender: snd, Logs: logs, Guard: g, Workspaces: wss, Outbox: ob, Consent: cs}

@@ -14,10 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
 	"github.com/msgapi/msgapi/api"
+	"github.com/msgapi/msgapi/app"
 	"github.com/msgapi/msgapi/consent"
 	"github.com/msgapi/msgapi/events/loki"
 	"github.com/msgapi/msgapi/guard"
@@ -196,15 +196,6 @@ func newLogger(w io.Writer, level string) zerolog.Logger {
 	return zerolog.New(w).Level(lvl).With().Timestamp().Str("app", "msgapi").Logger()
 }
 
-// allCollections is every collection msgapi uses, created at start-up.
-func allCollections() []store.Collection {
-	var c []store.Collection
-	for _, cs := range [][]store.Collection{workspace.Collections, messages.Collections, consent.Collections, guard.Collections, idempotency.Collections, inbound.Collections, notify.Collections, receipts.Collections} {
-		c = append(c, cs...)
-	}
-	return c
-}
-
 func openStore(ctx context.Context, c config, log zerolog.Logger) (*store.Store, error) {
 	st, err := store.Open(ctx, store.Options{
 		URI:            c.v.str("MONGODB_URI"),
@@ -221,7 +212,7 @@ func openStore(ctx context.Context, c config, log zerolog.Logger) (*store.Store,
 	}
 	ectx, cancel := context.WithTimeout(ctx, c.storeTimeout+20*time.Second)
 	defer cancel()
-	if err := st.Ensure(ectx, allCollections()...); err != nil {
+	if err := st.Ensure(ectx, app.Collections()...); err != nil {
 		_ = st.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("create collections and indexes: %w", err)
 	}
@@ -418,15 +409,9 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 	if err := checkStoredSecrets(ctx, ws, outbox, c.keyring, log); err != nil {
 		return err
 	}
-	ms.OnOutcome(outbox.RecordMessage)
 	outboxDone := make(chan struct{})
 	go func() { defer close(outboxDone); outbox.Run(bg) }()
 	defer func() { stopBG(); <-outboxDone }()
-	rcpts := receipts.New(receipts.Options{Store: st, Messages: ms, TwilioAuthToken: v["MSGAPI_TWILIO_AUTH_TOKEN"],
-		RelaySecret: v["MSGAPI_WEBHOOK_SECRET"], PublicBaseURL: v.str("MSGAPI_PUBLIC_URL"), TrustedProxies: c.proxies, OnStatus: outbox.RecordMessage})
-	g := guard.New(guard.Options{Store: st, Window: c.dedupWindow, Wait: c.dedupWait, Lease: c.dedupLease,
-		RefuseOnStoreError: v.str("MSGAPI_DEDUP_ON_STORE_ERROR") == "refuse",
-		Sibling:            send.Sibling(ms), Fence: ms.Fence, Now: c.testClock()})
 	// Consent: the suppression list, checked by every send; provider
 	// refusals that mean "opted out" (Twilio 21610) feed it.
 	cs := consent.New(consent.Options{Store: st, OnChange: func(ctx context.Context, ch consent.Change) error {
@@ -455,12 +440,9 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 				Channel: "sms", RecipientPhone: in.Phone, Body: text})
 			return string(r.Status), r.Error
 		}})
-	// Lost outcomes become unknown: at start-up, then every interval.
-	sweeper := send.NewSweeper(send.SweeperOptions{Messages: ms, Holders: g.Holders, After: c.sendTimeout + c.outcomeMargin, Log: log, Lost: met.OutcomeLost})
-	go sweeper.Run(bg, c.sweepInterval)
 	// Inbound webhooks: MongoDB decides; Redis, when set, only answers
 	// redeliveries of completed events sooner.
-	hooks := inbound.Options{Store: st, Workspaces: ws, Messages: ms, PublicBaseURL: v.str("MSGAPI_PUBLIC_URL"), TrustedProxies: c.proxies, OnMessage: outbox.RecordMessage,
+	hooks := inbound.Options{PublicBaseURL: v.str("MSGAPI_PUBLIC_URL"), TrustedProxies: c.proxies,
 		OnReply: func(ctx context.Context, r inbound.Reply) error {
 			return keywords.Handle(ctx, consent.Inbound{WorkspaceID: r.WorkspaceID, MessageID: r.MessageID, Channel: r.Channel, Phone: r.Phone, Text: r.Text})
 		}}
@@ -475,34 +457,27 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 		limiter = ratelimit.New(ratelimit.Options{Redis: rc})
 		log.Info().Msg("inbound webhooks: Redis fast path enabled; rate limits shared by every process (MSGAPI_REDIS_URL)")
 	}
-	webhooks := inbound.New(hooks)
-	idem := idempotency.New(idempotency.Options{Store: st, TTL: c.idemTTL, Lease: c.idemLease, WorkspaceID: api.WorkspaceID, Body: api.Body, Outcome: met.Idempotency, Commits: send.Commits{Messages: ms}, Now: c.testClock()})
-
-	sends, err := send.New(send.Options{Messages: ms, Guard: g, Senders: senders, DefaultRegion: v.str("MSGAPI_DEFAULT_REGION"), Metrics: met, Lifetime: life,
-		OnDuplicate: outbox.RecordDuplicate, Suppressed: cs.Suppressed, OnSuppressed: outbox.RecordMessage})
+	a, err := app.New(app.Options{
+		Store: st, Workspaces: ws, Messages: ms, Log: log,
+		Senders: senders, DefaultRegion: v.str("MSGAPI_DEFAULT_REGION"), AdminToken: c.adminToken, Lifetime: life,
+		Guard: guard.Options{Window: c.dedupWindow, Wait: c.dedupWait, Lease: c.dedupLease,
+			RefuseOnStoreError: v.str("MSGAPI_DEDUP_ON_STORE_ERROR") == "refuse", Now: c.testClock()},
+		Idempotency: idempotency.Options{TTL: c.idemTTL, Lease: c.idemLease, Now: c.testClock()},
+		Outbox:      outbox, Consent: cs, Unsubscribe: tk,
+		Inbound:     hooks,
+		Receipts: receipts.Options{TwilioAuthToken: v["MSGAPI_TWILIO_AUTH_TOKEN"], RelaySecret: v["MSGAPI_WEBHOOK_SECRET"],
+			PublicBaseURL: v.str("MSGAPI_PUBLIC_URL"), TrustedProxies: c.proxies},
+		OutcomeAfter: c.sendTimeout + c.outcomeMargin,
+		Metrics:      met,
+		Limiter:      limiter, RateLimit: c.rateLimit,
+	})
 	if err != nil {
 		return err
 	}
+	// Lost outcomes become unknown: at start-up, then every interval.
+	go a.Sweeper.Run(bg, c.sweepInterval)
 
 	defer ws.Wait() // the last lastUsedAt writes, before the store closes
-	srv := api.New(api.Options{
-		Log:         log,
-		Store:       st,
-		Workspaces:  ws,
-		AdminToken:  c.adminToken,
-		Idempotency: idem,
-		Send:        sends,
-		Messages:    ms,
-		Outbox:      outbox,
-		Consent:     cs, Unsubscribe: tk,
-		Middleware: []echo.MiddlewareFunc{met.Middleware},
-		Limiter:    limiter, RateLimit: c.rateLimit, OnRateLimited: met.RateLimited,
-		Extra: func(e *echo.Echo) {
-			met.Mount(e)      // GET /metrics
-			webhooks.Mount(e) // POST /api/webhooks/{workspaceId}/{channel}
-			rcpts.Mount(e)    // POST /api/receipts/twilio, /api/receipts/webhook
-		},
-	})
 	if c.adminToken == "" {
 		log.Info().Msg("admin API disabled (set MSGAPI_ADMIN_TOKEN to enable /admin/*)")
 	}
@@ -512,7 +487,7 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 		return fmt.Errorf("listen on %s: %w", c.addr, err)
 	}
 	hs := &http.Server{
-		Handler:           srv.Handler(),
+		Handler:           a.Server.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      c.sendTimeout + c.dedupWait + 30*time.Second,
@@ -537,7 +512,7 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		giveUp()
-		log.Error().Err(err).Strs("abandoned", sends.InFlight()).
+		log.Error().Err(err).Strs("abandoned", a.Send.InFlight()).
 			Msg("shutdown timeout passed with requests in flight; their messages are left for the outcome sweeper")
 	}
 	stopBG()
