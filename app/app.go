@@ -90,7 +90,7 @@ type App struct {
 	Server  *api.Server
 	Send    *send.Service
 	Guard   *guard.Guard
-	Sweeper *send.Sweeper  // nil without Options.OutcomeAfter
+	Sweeper *send.Sweeper // nil without Options.OutcomeAfter
 }
 
 // New builds the app. It starts nothing: the caller runs the outbox's

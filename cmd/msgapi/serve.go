@@ -464,7 +464,7 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 			RefuseOnStoreError: v.str("MSGAPI_DEDUP_ON_STORE_ERROR") == "refuse", Now: c.testClock()},
 		Idempotency: idempotency.Options{TTL: c.idemTTL, Lease: c.idemLease, Now: c.testClock()},
 		Outbox:      outbox, Consent: cs, Unsubscribe: tk,
-		Inbound:     hooks,
+		Inbound: hooks,
 		Receipts: receipts.Options{TwilioAuthToken: v["MSGAPI_TWILIO_AUTH_TOKEN"], RelaySecret: v["MSGAPI_WEBHOOK_SECRET"],
 			PublicBaseURL: v.str("MSGAPI_PUBLIC_URL"), TrustedProxies: c.proxies},
 		OutcomeAfter: c.sendTimeout + c.outcomeMargin,
