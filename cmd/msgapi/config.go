@@ -5,10 +5,20 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/msgapi/msgapi/notify"
+	"github.com/msgapi/msgapi/ratelimit"
+	"github.com/msgapi/msgapi/secrets"
+	"github.com/msgapi/msgapi/sender"
+	"github.com/msgapi/msgapi/workspace"
 )
 
 // setting is one configuration value: an environment variable, the flag
@@ -199,4 +209,155 @@ func (v values) bool(k string, errs *[]string) bool {
 		*errs = append(*errs, fmt.Sprintf("%s=%q is not true or false", k, v[k]))
 	}
 	return b
+}
+
+// config is the parsed, validated settings.
+type config struct {
+	v               values
+	addr            string
+	storeTimeout    time.Duration
+	storeOpTimeout  time.Duration
+	keyCacheTTL     time.Duration
+	dedupWindow     time.Duration
+	dedupWait       time.Duration
+	dedupLease      time.Duration
+	idemTTL         time.Duration
+	idemLease       time.Duration
+	logSenderDelay  time.Duration
+	sendTimeout     time.Duration
+	reaperInterval  time.Duration
+	sweepInterval   time.Duration
+	outcomeMargin   time.Duration
+	shutdownTimeout time.Duration
+	smtpPort        int
+	lokiBuffer      int
+	lokiBufferBytes int
+	adminToken      string           // trimmed; "" disables /admin/*
+	keyring         *secrets.Keyring // nil: secrets stored in clear
+	proxies         []netip.Prefix   // MSGAPI_TRUSTED_PROXIES
+	rateLimit       ratelimit.Limit
+	events          notify.Options
+	// unsubscribe makes the one-click unsubscribe URL of an email (nil:
+	// no MSGAPI_PUBLIC_URL, so emails carry no List-Unsubscribe).
+	unsubscribe func(m sender.Message) (string, error)
+	// Test-only switches (MSGAPI_ENV=test): see testClock and
+	// MSGAPI_TEST_UNFENCED.
+	testClockOffset time.Duration
+	testUnfenced    bool
+}
+
+func parseConfig(v values) (config, error) {
+	var errs []string
+	c := config{
+		v:               v,
+		addr:            v.str("MSGAPI_ADDR"),
+		storeTimeout:    v.dur("MSGAPI_STORE_TIMEOUT", &errs),
+		storeOpTimeout:  v.dur("MSGAPI_STORE_OP_TIMEOUT", &errs),
+		keyCacheTTL:     v.dur("MSGAPI_KEY_CACHE_TTL", &errs),
+		dedupWindow:     v.dur("MSGAPI_DEDUP_WINDOW", &errs),
+		dedupWait:       v.dur("MSGAPI_DEDUP_WAIT", &errs),
+		dedupLease:      v.dur("MSGAPI_DEDUP_LEASE", &errs),
+		idemTTL:         v.dur("MSGAPI_IDEMPOTENCY_TTL", &errs),
+		idemLease:       v.dur("MSGAPI_IDEMPOTENCY_LEASE", &errs),
+		logSenderDelay:  v.dur("MSGAPI_LOG_SENDER_DELAY", &errs),
+		sendTimeout:     v.dur("MSGAPI_SEND_TIMEOUT", &errs),
+		reaperInterval:  v.dur("MSGAPI_REAPER_INTERVAL", &errs),
+		sweepInterval:   v.dur("MSGAPI_SWEEP_INTERVAL", &errs),
+		outcomeMargin:   v.dur("MSGAPI_OUTCOME_MARGIN", &errs),
+		shutdownTimeout: v.dur("MSGAPI_SHUTDOWN_TIMEOUT", &errs),
+		smtpPort:        v.int("MSGAPI_SMTP_PORT", &errs),
+		lokiBuffer:      v.int("MSGAPI_LOKI_BUFFER", &errs),
+		lokiBufferBytes: v.bytes("MSGAPI_LOKI_BUFFER_BYTES", &errs),
+		rateLimit:       ratelimit.Limit{PerSecond: v.int("MSGAPI_RATE_LIMIT", &errs), Burst: v.int("MSGAPI_RATE_BURST", &errs)},
+		events: notify.Options{
+			Schedule:     v.durs("MSGAPI_EVENTS_RETRY_SCHEDULE", &errs),
+			Timeout:      v.dur("MSGAPI_EVENTS_TIMEOUT", &errs),
+			Workers:      v.int("MSGAPI_EVENTS_WORKERS", &errs),
+			PollInterval: v.dur("MSGAPI_EVENTS_POLL_INTERVAL", &errs),
+			SlowRetry:    v.dur("MSGAPI_EVENTS_SLOW_RETRY", &errs),
+			DisableAfter: v.dur("MSGAPI_EVENTS_DISABLE_AFTER", &errs),
+			AllowHTTP:    v.bool("MSGAPI_EVENTS_ALLOW_HTTP", &errs),
+		},
+	}
+	if c.lokiBufferBytes > 0 && c.lokiBufferBytes < 64<<10 {
+		errs = append(errs, "MSGAPI_LOKI_BUFFER_BYTES must be at least 64KiB (four of the longest lines)")
+	}
+	if c.rateLimit.PerSecond > 0 && c.rateLimit.Burst < 1 {
+		errs = append(errs, "MSGAPI_RATE_BURST must be at least 1 when MSGAPI_RATE_LIMIT is set")
+	}
+	// A clock offset may be negative (a clock behind the others).
+	if d, err := time.ParseDuration(v.str("MSGAPI_TEST_CLOCK_OFFSET")); err != nil {
+		errs = append(errs, fmt.Sprintf("MSGAPI_TEST_CLOCK_OFFSET=%q is not a duration (e.g. 5s, -5s)", v["MSGAPI_TEST_CLOCK_OFFSET"]))
+	} else {
+		c.testClockOffset = d
+	}
+	switch u := v.str("MSGAPI_TEST_UNFENCED"); u {
+	case "", "0":
+	case "1":
+		c.testUnfenced = true
+	default:
+		errs = append(errs, fmt.Sprintf("MSGAPI_TEST_UNFENCED=%q is not 1, 0 or empty", u))
+	}
+	// The test switches break the guarantees on purpose (test/chaos): a
+	// deployment that set one by mistake must not start.
+	if (c.testClockOffset != 0 || c.testUnfenced) && v.str("MSGAPI_ENV") != "test" {
+		errs = append(errs, "MSGAPI_TEST_CLOCK_OFFSET and MSGAPI_TEST_UNFENCED are for tests only: they are refused unless MSGAPI_ENV=test")
+	}
+	for _, k := range []string{"MSGAPI_DEDUP_WINDOW", "MSGAPI_DEDUP_LEASE", "MSGAPI_IDEMPOTENCY_TTL", "MSGAPI_IDEMPOTENCY_LEASE", "MSGAPI_SEND_TIMEOUT", "MSGAPI_REAPER_INTERVAL", "MSGAPI_STORE_OP_TIMEOUT", "MSGAPI_SWEEP_INTERVAL",
+		"MSGAPI_EVENTS_TIMEOUT", "MSGAPI_EVENTS_POLL_INTERVAL", "MSGAPI_EVENTS_DISABLE_AFTER"} {
+		if d, err := time.ParseDuration(v.str(k)); err == nil && d == 0 {
+			errs = append(errs, k+" must be greater than 0")
+		}
+	}
+	// A request holds its Idempotency-Key, and shutdown waits for it, for
+	// as long as it can run: the dedup wait, the provider call and its
+	// store calls. A shorter lease would let a retry settle a live
+	// request's key; a shorter shutdown would cut provider calls off.
+	if len(errs) == 0 {
+		longest := c.requestBudget()
+		if c.idemLease <= longest {
+			errs = append(errs, fmt.Sprintf("MSGAPI_IDEMPOTENCY_LEASE=%s must exceed send timeout + dedup wait + store budget (%s)", c.idemLease, longest))
+		}
+		if c.shutdownTimeout <= longest {
+			errs = append(errs, fmt.Sprintf("MSGAPI_SHUTDOWN_TIMEOUT=%s must exceed send timeout + dedup wait + store budget (%s)", c.shutdownTimeout, longest))
+		}
+	}
+	if c.events.Workers == 0 {
+		errs = append(errs, "MSGAPI_EVENTS_WORKERS must be greater than 0")
+	}
+	if m := v.str("MSGAPI_DEDUP_ON_STORE_ERROR"); m != "send" && m != "refuse" {
+		errs = append(errs, fmt.Sprintf("MSGAPI_DEDUP_ON_STORE_ERROR=%q is not one of send, refuse", m))
+	}
+	securitySettings(v, &c, &errs)
+	egressSettings(v, &c, &errs)
+	if _, err := zerolog.ParseLevel(v.str("MSGAPI_LOG_LEVEL")); err != nil {
+		errs = append(errs, fmt.Sprintf("MSGAPI_LOG_LEVEL=%q is not one of debug, info, warn, error", v["MSGAPI_LOG_LEVEL"]))
+	}
+	if f := v.str("MSGAPI_LOG_FORMAT"); !slices.Contains(logFormats, f) {
+		errs = append(errs, fmt.Sprintf("MSGAPI_LOG_FORMAT=%q is not one of auto, json, console", f))
+	}
+	if len(errs) > 0 {
+		return config{}, fmt.Errorf("invalid settings:\n  %s", strings.Join(errs, "\n  "))
+	}
+	return c, nil
+}
+
+// testClock is the clock of the duplicate guard and the Idempotency-Key
+// layer: the wall clock, shifted by MSGAPI_TEST_CLOCK_OFFSET in tests.
+func (c config) testClock() func() time.Time {
+	if c.testClockOffset == 0 {
+		return time.Now
+	}
+	return func() time.Time { return time.Now().Add(c.testClockOffset) }
+}
+
+// storeCallsPerSend bounds the store calls one send makes outside its dedup
+// wait (lock, lead, conversation, message, outcome, key completion), each
+// within MSGAPI_STORE_OP_TIMEOUT: the store budget of a request.
+const storeCallsPerSend = 6
+
+// requestBudget is the longest a send request can run.
+func (c config) requestBudget() time.Duration {
+	// A workspace may wait up to workspace.MaxDedupWait (PATCH settings).
+	return c.sendTimeout + max(c.dedupWait, workspace.MaxDedupWait) + storeCallsPerSend*c.storeOpTimeout
 }
