@@ -173,7 +173,7 @@ func TestContract(t *testing.T) {
 		if r := wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/messages", token: key2, body: two}), 429); r.header.Get("Retry-After") != "1" {
 			t.Errorf("429 Retry-After %q, want 1", r.header.Get("Retry-After"))
 		}
-		if r := c.do(t, a, call{method: "GET", path: "/metrics"}); !bytes.Contains(r.body, []byte(`msgapi_rate_limited_total{route="/api/messages"} 1`)) {
+		if r := c.do(t, a, call{method: "GET", path: "/metrics"}); !bytes.Contains(r.body, []byte(`msgapi_rate_limited_total{route="/api/messages",workspace_id="`+ws2+`"} 1`)) {
 			t.Error("/metrics does not count the 429")
 		}
 	})
