@@ -70,6 +70,9 @@ const (
 	ReceiptRecorded         = "receipt.recorded"
 	ReceiptDuplicate        = "receipt.duplicate"
 	ReceiptSignatureInvalid = "receipt.signature_invalid"
+	// ReceiptMismatch: a signed receipt named a message of another provider,
+	// or another send's provider id; it changed nothing.
+	ReceiptMismatch = "receipt.mismatch"
 )
 
 // Consent (package consent and the send path).

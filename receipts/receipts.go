@@ -128,6 +128,14 @@ func (h *Handler) Apply(ctx context.Context, r Receipt) (Outcome, error) {
 	if !found || m.Direction != "outbound" || m.Status == messages.StatusTombstone {
 		return Outcome{}, msgapi.Errorf(msgapi.CodeNotFound, "message %q does not exist", r.MessageID)
 	}
+	// A receipt is about one send: the provider that made it, and the id
+	// the provider gave it (when the send outcome has recorded one; before
+	// that, the receipt's id becomes the message's). A mismatch looks like
+	// an unknown message, so a receipt cannot probe other messages.
+	if m.Provider != r.Provider || (m.ProviderMessageID != "" && m.ProviderMessageID != r.VendorID) {
+		log.Warn().Str("event", events.ReceiptMismatch).Str("messageProvider", m.Provider).Msg("delivery receipt refused: another provider's, or another send's provider id")
+		return Outcome{}, msgapi.Errorf(msgapi.CodeNotFound, "message %q does not exist", r.MessageID)
+	}
 	now := h.now()
 	if r.At.IsZero() {
 		r.At = now
@@ -156,7 +164,7 @@ func (h *Handler) Apply(ctx context.Context, r Receipt) (Outcome, error) {
 		}
 		at := best.At
 		next.StatusAt = &at
-		if best.VendorID != "" {
+		if m.ProviderMessageID == "" && best.VendorID != "" {
 			next.ProviderMessageID = best.VendorID
 		}
 		if err := h.opts.Messages.RecordOutcome(ctx, &next); err != nil {

@@ -80,3 +80,42 @@ func TestReceiptsConverge(t *testing.T) {
 		t.Error("a receipt for an unknown message was accepted")
 	}
 }
+
+// A receipt moves only a message sent through its provider, and only when
+// it names the provider id the send got: a Twilio receipt does not touch a
+// log-provider message, and a receipt naming message B with message A's
+// MessageSid changes neither B's status nor its provider id.
+func TestReceiptBoundToProviderAndID(t *testing.T) {
+	colls := append(append([]store.Collection{}, messages.Collections...), Collections...)
+	st := storetest.New(t, colls...)
+	ms := messages.NewStore(st)
+	h := New(Options{Store: st, Messages: ms})
+	ctx := context.Background()
+	logMsg := messages.Message{ID: "msg_log", WorkspaceID: "ws_a", Direction: "outbound", Channel: "sms", Status: messages.StatusSent, Provider: "log"}
+	b := messages.Message{ID: "msg_b", WorkspaceID: "ws_a", Direction: "outbound", Channel: "sms", Status: messages.StatusSent, Provider: "twilio", ProviderMessageID: "SMbbbb"}
+	for _, m := range []*messages.Message{&logMsg, &b} {
+		if err := ms.Insert(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range []Receipt{
+		{MessageID: "msg_log", Provider: "twilio", VendorID: "SMaaaa", Status: messages.StatusDelivered},
+		{MessageID: "msg_b", Provider: "twilio", VendorID: "SMaaaa", Status: messages.StatusUndelivered},
+		{MessageID: "msg_b", Provider: "twilio", Status: messages.StatusUndelivered},
+		{MessageID: "msg_b", Provider: "webhook", VendorID: "SMbbbb", Status: messages.StatusUndelivered},
+	} {
+		if _, err := h.Apply(ctx, r); err == nil {
+			t.Errorf("Apply(%+v) accepted, want refused", r)
+		}
+	}
+	for _, want := range []messages.Message{logMsg, b} {
+		got, _, _ := ms.Get(ctx, want.ID)
+		if got.Status != want.Status || got.ProviderMessageID != want.ProviderMessageID {
+			t.Errorf("%s: status %q provider id %q, want %q %q", want.ID, got.Status, got.ProviderMessageID, want.Status, want.ProviderMessageID)
+		}
+	}
+	// The matching receipt applies.
+	if out, err := h.Apply(ctx, Receipt{MessageID: "msg_b", Provider: "twilio", VendorID: "SMbbbb", Status: messages.StatusDelivered}); err != nil || out.Status != messages.StatusDelivered {
+		t.Errorf("the matching receipt: %+v %v, want delivered", out, err)
+	}
+}

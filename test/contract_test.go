@@ -521,14 +521,27 @@ func TestContract(t *testing.T) {
 			"webhook-id": id, "webhook-timestamp": strconv.FormatInt(now.Unix(), 10), "webhook-signature": notify.Sign([]byte(secret), id, now, []byte(body)),
 		}}
 	}
+	setProvider := func(t *testing.T, provider, id string) {
+		t.Helper()
+		// msg1 left through the log provider; a receipt applies only to a
+		// message of the receipt's provider with its provider id.
+		if _, err := db.Collection("messages").UpdateOne(context.Background(), bson.D{{Key: "_id", Value: msg1}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "provider", Value: provider}, {Key: "providerMessageId", Value: id}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	t.Run("receipts", func(t *testing.T) {
+		wantStatus(t, c.do(t, a, twilioReceipt(a, msg1, "delivered", twilioToken)), 404) // a log-provider message
+		setProvider(t, "twilio", "SMcontract")
 		wantStatus(t, c.do(t, a, twilioReceipt(a, msg1, "delivered", twilioToken)), 200)
 		wantStatus(t, c.do(t, a, twilioReceipt(a, msg1, "delivered", "wrong-token")), 401)
 		wantStatus(t, c.do(t, a, twilioReceipt(a, msg1, "", twilioToken)), 400)
 		wantStatus(t, c.do(t, a, twilioReceipt(a, "msg_nope", "delivered", twilioToken)), 404)
 		wantStatus(t, c.do(t, a, call{method: "POST", path: receipts.TwilioPath + "?messageId=" + msg1, body: tooLarge(), chunked: true, contentType: "application/x-www-form-urlencoded"}), 413)
 
-		wantStatus(t, c.do(t, a, relayReceipt(`{"messageId":"`+msg1+`","status":"read"}`, relaySecret)), 200)
+		setProvider(t, "webhook", "relay-contract")
+		wantStatus(t, c.do(t, a, relayReceipt(`{"messageId":"`+msg1+`","status":"read","providerMessageId":"another"}`, relaySecret)), 404)
+		wantStatus(t, c.do(t, a, relayReceipt(`{"messageId":"`+msg1+`","status":"read","providerMessageId":"relay-contract"}`, relaySecret)), 200)
 		wantStatus(t, c.do(t, a, relayReceipt(`{"messageId":"`+msg1+`","status":"read"}`, "wrong")), 401)
 		wantStatus(t, c.do(t, a, relayReceipt(`{"messageId":"`+msg1+`","status":"lost"}`, relaySecret)), 400)
 		wantStatus(t, c.do(t, a, relayReceipt(`{"messageId":"msg_nope","status":"read"}`, relaySecret)), 404)
