@@ -35,7 +35,7 @@ func (s *Server) routes(e *echo.Echo) {
 		api.GET("/suppressions/:address", s.getSuppression)
 		api.DELETE("/suppressions/:address", s.deleteSuppression)
 	}
-	if s.opts.Outbox != nil { // event webhooks (events.go)
+	if s.opts.Outbox != nil { // event webhooks (webhookendpoints.go)
 		api.POST("/webhook-endpoints", s.createEndpoint, readBody)
 		api.GET("/webhook-endpoints", s.listEndpoints)
 		api.DELETE("/webhook-endpoints/:id", s.deleteEndpoint)
