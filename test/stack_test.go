@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // The image and the compose stack, checked without a Docker engine (none
@@ -405,10 +405,7 @@ func TestPromtool(t *testing.T) {
 	}
 
 	rules, _ := os.ReadFile("../deploy/prometheus/rules.yml")
-	var queried []string
-	for _, m := range regexp.MustCompile(`\bmsgapi_[a-z_]+`).FindAllString(string(rules), -1) {
-		queried = append(queried, m)
-	}
+	queried := regexp.MustCompile(`\bmsgapi_[a-z_]+`).FindAllString(string(rules), -1)
 	sort.Strings(queried)
 	if len(queried) < 5 {
 		t.Fatalf("the rules query %v", queried)

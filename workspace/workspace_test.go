@@ -47,7 +47,6 @@ func TestKeysAreHashedAndAuthenticate(t *testing.T) {
 	// A fresh store (another process, cold cache): 16 concurrent requests
 	// with the key cost one lookup (two reads), then nothing.
 	s2 := workspace.NewStore(st, time.Minute)
-	before := st.RoundTrips.Total()
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := 0; i < 16; i++ {
@@ -74,7 +73,7 @@ func TestKeysAreHashedAndAuthenticate(t *testing.T) {
 	if n := afterBy["update"] - beforeBy["update"]; n != 1 {
 		t.Errorf("cold burst wrote lastUsedAt %d times, want once", n)
 	}
-	before = st.RoundTrips.Total()
+	before := st.RoundTrips.Total()
 	if _, err := s2.Authenticate(ctx, key); err != nil {
 		t.Fatal(err)
 	}

@@ -191,7 +191,7 @@ func TestTestSwitchesOnlyInTests(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", tc.env, err)
 		}
-		got := c.testClock()().Sub(time.Now())
+		got := time.Until(c.testClock()())
 		if d := got - tc.wantOffset; d < -time.Second || d > time.Second {
 			t.Errorf("%v: clock offset %s, want %s", tc.env, got, tc.wantOffset)
 		}

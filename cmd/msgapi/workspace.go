@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -17,11 +18,11 @@ import (
 func workspaceCmd(ctx context.Context, v values, args []string, stdout io.Writer) error {
 	const use = "usage: msgapi workspace create NAME [flags]"
 	if len(args) < 1 || args[0] != "create" {
-		return fmt.Errorf(use)
+		return errors.New(use)
 	}
 	name := strings.TrimSpace(strings.Join(args[1:], " "))
 	if name == "" {
-		return fmt.Errorf(use)
+		return errors.New(use)
 	}
 	cfg, err := parseConfig(v)
 	if err != nil {
