@@ -42,11 +42,53 @@ func TestCLIExitCodes(t *testing.T) {
 		{[]string{"workspace", "create", "Acme", "-h"}, 0, "usage: msgapi"},
 		{[]string{"serve", "-no-such-flag"}, 1, "-no-such-flag"},
 		{[]string{"workspace", "create", "Acme", "-no-such-flag"}, 1, "-no-such-flag"},
+		{[]string{"workspace", "create", "Acme", "-h"}, 0, "usage: msgapi workspace create NAME"},
+		{[]string{"healthcheck", "-h"}, 0, "usage: msgapi healthcheck"},
+		{[]string{"version"}, 0, "\nrevision "},
+		{[]string{"-version"}, 0, "\nrevision "},
+		{[]string{"sevre"}, 1, `msgapi: unknown command "sevre"`},
 	} {
 		out, code := runBinary(t, nil, tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.want) {
 			t.Errorf("msgapi %s: exit %d, want %d, with %q in:\n%s", strings.Join(tc.args, " "), code, tc.code, tc.want, out)
 		}
+		if tc.code != 0 && !strings.HasPrefix(out, "msgapi: ") {
+			t.Errorf("msgapi %s: the error is not the first thing printed:\n%s", strings.Join(tc.args, " "), out)
+		}
+	}
+}
+
+// msgapi version names the revision the binary was built from, as the Go
+// toolchain recorded it (go version -m), and the Go that built it.
+func TestCLIVersion(t *testing.T) {
+	out, code := runBinary(t, nil, "version")
+	if code != 0 {
+		t.Fatalf("msgapi version: exit %d\n%s", code, out)
+	}
+	info, err := exec.Command("go", "version", "-m", binary(t)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	field := func(key string) string {
+		m := regexp.MustCompile(`(?m)^\s+(?:build|mod)\s+` + regexp.QuoteMeta(key) + `[=\s](\S*)`).FindSubmatch(info)
+		if m == nil {
+			return ""
+		}
+		return string(m[1])
+	}
+	goVersion := regexp.MustCompile(`^\S+: (go\S+)`).FindSubmatch(info)
+	if goVersion == nil || !strings.Contains(out, "\ngo "+string(goVersion[1])+" ") {
+		t.Errorf("msgapi version does not name the Go that built it (%s):\n%s", goVersion, out)
+	}
+	if !strings.HasPrefix(out, "github.com/msgapi/msgapi "+field("github.com/msgapi/msgapi")) {
+		t.Errorf("msgapi version does not start with the module and its version:\n%s\n%s", out, info)
+	}
+	if rev := field("vcs.revision"); rev != "" {
+		if !strings.Contains(out, "\nrevision "+rev) {
+			t.Errorf("built from %s, msgapi version says:\n%s", rev, out)
+		}
+	} else if !strings.Contains(out, "\nrevision unknown") {
+		t.Errorf("built without VCS information, msgapi version says:\n%s", out)
 	}
 }
 
@@ -63,6 +105,12 @@ func TestCLIFlagsAfterArgumentsAndHealthcheck(t *testing.T) {
 		t.Errorf("workspace create Acme Corp -data-dir … named the workspace otherwise:\n%s", out)
 	}
 	key := regexp.MustCompile(`mk_[A-Za-z0-9_-]{43}`).FindString(out)
+	// The output pasted into a shell (or eval'd) exports the key as KEY.
+	sh := exec.Command("sh", "-c", `eval "$(cat)"; printf %s "$KEY"`)
+	sh.Stdin = strings.NewReader(out)
+	if got, err := sh.Output(); err != nil || key == "" || string(got) != key {
+		t.Errorf("eval of workspace create's output: KEY=%q (%v), want %q:\n%s", got, err, key, out)
+	}
 
 	p := start(t, env) // the same data folder: the key works only if -data-dir was read
 	if r := p.do(http.MethodPost, "/api/messages", key, `{"channel":"sms","recipientPhone":"+15550100000","body":"hi"}`); r.status != http.StatusCreated {

@@ -80,9 +80,9 @@ func TestComposeConfiguresKnownSettings(t *testing.T) {
 		t.Errorf("msgapi is built from %v, want . (the Dockerfile)", app.Build)
 	}
 	// Every variable given to msgapi is one of its settings.
-	usage, err := exec.Command(binary(t), "help").CombinedOutput()
+	usage, err := exec.Command(binary(t), "serve", "-h").CombinedOutput()
 	if err != nil {
-		t.Fatalf("msgapi help: %v\n%s", err, usage)
+		t.Fatalf("msgapi serve -h: %v\n%s", err, usage)
 	}
 	for k := range app.Environment {
 		if !strings.Contains(string(usage), k) {

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -101,8 +100,10 @@ type values map[string]string
 // loadValues resolves each setting: default, then environment, then flag.
 // Flags may come before, between or after the arguments (msgapi workspace
 // create Acme -database x); "--" ends the flags. It returns the arguments
-// in order. -h prints the usage to out and returns flag.ErrHelp.
+// in order. -h prints the help of the command among args (msgapi's
+// overview if none) to out and returns flag.ErrHelp.
 func loadValues(name string, args []string, getenv func(string) string, out io.Writer) (values, []string, error) {
+	all := args
 	v := values{}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned, the usage is printed for -h only
@@ -119,7 +120,7 @@ func loadValues(name string, args []string, getenv func(string) string, out io.W
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				usage(out)
+				commandHelp(out, helpTopic(all))
 				return nil, nil, err
 			}
 			return nil, nil, fmt.Errorf("%w (msgapi -h lists the flags)", err)
@@ -139,20 +140,6 @@ func loadValues(name string, args []string, getenv func(string) string, out io.W
 		v[env] = *p
 	}
 	return v, rest, nil
-}
-
-func usage(out io.Writer) {
-	fmt.Fprintln(out, "usage: msgapi [serve] [flags]         run the HTTP server (default)")
-	fmt.Fprintln(out, "       msgapi workspace create NAME   create a workspace and print its API key")
-	fmt.Fprintln(out, "       msgapi secrets rotate          re-encrypt every stored secret with MSGAPI_SECRET_KEY")
-	fmt.Fprintln(out, "       msgapi healthcheck             exit 0 when the server on MSGAPI_ADDR is ready (GET /readyz)")
-	fmt.Fprintln(out, "\nflags go before or after the arguments; -h prints this")
-	fmt.Fprintln(out, "\nsettings (environment variable, flag, default):")
-	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	for _, s := range settings {
-		fmt.Fprintf(tw, "  %s\t-%s\t%q\t%s\n", s.env, s.flag, s.def, s.help)
-	}
-	tw.Flush()
 }
 
 func (v values) str(k string) string { return strings.TrimSpace(v[k]) }

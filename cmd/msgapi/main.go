@@ -4,6 +4,10 @@
 //	msgapi workspace create NAME    create a workspace, print its API key
 //	msgapi secrets rotate           re-encrypt stored secrets with the current key
 //	msgapi healthcheck              exit 0 when the server is ready
+//	msgapi version                  module version, VCS revision, Go version
+//
+// msgapi -h lists the commands; msgapi COMMAND -h shows one command and
+// the settings it reads.
 //
 // Every setting is an environment variable and a flag (config.go); flags
 // go before or after the arguments.
@@ -49,6 +53,10 @@ func exitCode(err error) int {
 // run is the whole program; main only supplies the process's context,
 // arguments, environment and stdout, so tests can call it directly.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if versionFlag(args) {
+		printVersion(stdout)
+		return nil
+	}
 	v, rest, err := loadValues("msgapi", args, getenv, stdout)
 	if err != nil {
 		return err
@@ -70,11 +78,36 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return workspaceCmd(ctx, v, rest, stdout)
 	case "secrets":
 		return secretsCmd(ctx, v, rest, stdout)
+	case "version":
+		if len(rest) > 0 {
+			return fmt.Errorf("msgapi version takes no arguments, got %q", strings.Join(rest, " "))
+		}
+		printVersion(stdout)
+		return nil
 	case "help":
-		usage(stdout)
+		if len(rest) > 0 {
+			if _, ok := findCommand(rest[0]); !ok {
+				return unknownCommand(rest[0])
+			}
+			commandHelp(stdout, rest[0])
+			return nil
+		}
+		overview(stdout)
 		return nil
 	default:
-		usage(stdout)
-		return fmt.Errorf("unknown command %q", cmd)
+		return unknownCommand(cmd)
 	}
+}
+
+// versionFlag reports whether -version (or --version) is among the flags.
+func versionFlag(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "-version" || a == "--version" {
+			return true
+		}
+	}
+	return false
 }

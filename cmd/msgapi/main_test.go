@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -63,7 +65,9 @@ func TestRunHelpAndBadArguments(t *testing.T) {
 		{[]string{"workspace", "create", "Acme", "-dedup-wait", "soon"}, 1, false, "MSGAPI_DEDUP_WAIT"},
 		{[]string{"workspace", "create"}, 1, false, "usage"},
 		{[]string{"serve", "extra"}, 1, false, `"extra"`},
-		{[]string{"sevre"}, 1, true, `"sevre"`},
+		{[]string{"sevre"}, 1, false, `unknown command "sevre": the commands are serve, workspace, secrets, healthcheck, version`},
+		{[]string{"help", "sevre"}, 1, false, `unknown command "sevre"`},
+		{[]string{"version", "extra"}, 1, false, `"extra"`},
 	} {
 		var out bytes.Buffer
 		err := run(context.Background(), tc.args, noEnv, &out)
@@ -135,6 +139,82 @@ func TestHealthcheck(t *testing.T) {
 		}
 		if tc.name != "nothing listening" && (len(paths) != 1 || paths[0] != "/readyz") {
 			t.Errorf("%s: the server saw %v, want one GET /readyz", tc.name, paths)
+		}
+	}
+}
+
+// Each command's -h shows that command: its usage line and the settings it
+// reads, not the whole program's; -h finds the command wherever it stands.
+func TestCommandHelp(t *testing.T) {
+	known := map[string]bool{}
+	for _, s := range settings {
+		known[s.env] = true
+	}
+	for _, c := range commands {
+		for _, env := range c.settings {
+			if !known[env] {
+				t.Errorf("%s: names %s, which is not a setting", c.name, env)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		args        []string
+		wantUse     string
+		want, avoid []string
+	}{
+		{[]string{"-h"}, "usage: msgapi COMMAND", []string{"workspace create NAME", "healthcheck", "version"}, []string{"MSGAPI_DEDUP_WINDOW"}},
+		{[]string{"help"}, "usage: msgapi COMMAND", []string{"msgapi COMMAND -h"}, []string{"-addr"}},
+		{[]string{"serve", "-h"}, "usage: msgapi [serve]", []string{"MSGAPI_DEDUP_WINDOW", "MSGAPI_EVENTS_ALLOW_HTTP", "MONGODB_URI"}, nil},
+		{[]string{"-addr", ":9", "serve", "--help"}, "usage: msgapi [serve]", []string{"MSGAPI_ADDR"}, nil},
+		{[]string{"workspace", "create", "Acme", "-h"}, "usage: msgapi workspace create NAME", []string{"export KEY=", "MONGODB_URI", "MSGAPI_DATA_DIR"}, []string{"MSGAPI_DEDUP_WINDOW", "MSGAPI_ADDR"}},
+		{[]string{"-h", "workspace"}, "usage: msgapi workspace create NAME", []string{"MSGAPI_DATABASE"}, []string{"MSGAPI_SENDER_SMS"}},
+		{[]string{"help", "workspace"}, "usage: msgapi workspace create NAME", []string{"MSGAPI_DATABASE"}, []string{"MSGAPI_SENDER_SMS"}},
+		{[]string{"secrets", "rotate", "-h"}, "usage: msgapi secrets rotate", []string{"MSGAPI_SECRET_KEY_PREVIOUS", "MONGODB_URI"}, []string{"MSGAPI_ADDR"}},
+		{[]string{"healthcheck", "-h"}, "usage: msgapi healthcheck", []string{"MSGAPI_ADDR"}, []string{"MONGODB_URI"}},
+		{[]string{"version", "-h"}, "usage: msgapi version", nil, []string{"settings"}},
+	} {
+		var out bytes.Buffer
+		err := run(context.Background(), tc.args, noEnv, &out)
+		if exitCode(err) != 0 {
+			t.Errorf("%q: %v", tc.args, err)
+		}
+		got := out.String()
+		if !strings.HasPrefix(got, tc.wantUse) {
+			t.Errorf("%q: help starts %q, want %q", tc.args, strings.SplitN(got, "\n", 2)[0], tc.wantUse)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%q: help lacks %q:\n%s", tc.args, w, got)
+			}
+		}
+		for _, a := range tc.avoid {
+			if strings.Contains(got, a) {
+				t.Errorf("%q: help shows %q, another command's:\n%s", tc.args, a, got)
+			}
+		}
+	}
+}
+
+// msgapi version and -version print the module, the VCS revision and the
+// Go version from the build info.
+func TestVersion(t *testing.T) {
+	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/msgapi/msgapi", Version: "v1.2.3"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef"}, {Key: "vcs.time", Value: "2026-12-03T18:00:00Z"}, {Key: "vcs.modified", Value: "true"}}}
+	want := "github.com/msgapi/msgapi v1.2.3\nrevision 0123456789abcdef (2026-12-03T18:00:00Z) with uncommitted changes\ngo go1.26.8 " + runtime.GOOS + "/" + runtime.GOARCH + "\n"
+	if got := versionText(bi, true); got != want {
+		t.Errorf("versionText = %q, want %q", got, want)
+	}
+	bi.Settings = nil
+	if got := versionText(bi, true); !strings.Contains(got, "revision unknown") {
+		t.Errorf("without VCS settings: %q, want the revision unknown", got)
+	}
+	for _, args := range [][]string{{"version"}, {"-version"}, {"serve", "--version"}} {
+		var out bytes.Buffer
+		if err := run(context.Background(), args, noEnv, &out); err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if !strings.Contains(out.String(), "\ngo "+runtime.Version()+" ") {
+			t.Errorf("%q: %q does not name %s", args, out.String(), runtime.Version())
 		}
 	}
 }

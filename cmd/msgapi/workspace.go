@@ -38,6 +38,9 @@ func workspaceCmd(ctx context.Context, v values, args []string, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "workspace %s (%s) created.\nAPI key (shown once, store it now):\n%s\n", ws.ID, ws.Name, key)
+	// A shell comment, then an export line: the output can be pasted into a
+	// shell, or run as eval "$(msgapi workspace create Acme)".
+	fmt.Fprintf(stdout, "# workspace %s (%s) created; its API key is shown once (only its hash is stored):\nexport KEY=%s\n",
+		ws.ID, strings.ReplaceAll(ws.Name, "\n", " "), key)
 	return nil
 }
