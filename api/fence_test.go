@@ -13,6 +13,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 
 	"github.com/msgapi/msgapi/api/apitest"
+	"github.com/msgapi/msgapi/messages"
+	"github.com/msgapi/msgapi/send"
 	"github.com/msgapi/msgapi/store"
 )
 
@@ -378,4 +380,61 @@ func waitLock(t *testing.T, e *apitest.Env) string {
 
 func containsEvent(logs, name string) bool {
 	return strings.Contains(logs, `"event":"`+name+`"`)
+}
+
+// R2 (outside review): a holder whose own message insert was fenced does not
+// release its lock. Whoever fenced it owns the takeover (a guard taker
+// between its fence and its claim, or an Idempotency-Key takeover, which
+// fences without claiming the lock); a release then claimed the generation
+// and deleted the lock under that taker. Both doubles of the chaos run began
+// so. Before the fix the fenced holder's Release left a "released" claim and
+// no lock; now the lock still names the fenced id, which the next identical
+// request takes over at once (a tombstone needs no lease).
+func TestFencedHolderDoesNotRelease(t *testing.T) {
+	a := apitest.New(t, apitest.Options{})
+	var (
+		first      atomic.Bool
+		held, gate = make(chan struct{}), make(chan struct{})
+		msgID      string
+	)
+	a.Store.RoundTrips.Before(func(_ context.Context, e *event.CommandStartedEvent) {
+		if !insertInto("messages")(e) || !first.CompareAndSwap(false, true) {
+			return
+		}
+		docs, _ := e.Command.Lookup("documents").Array().Values()
+		if len(docs) > 0 {
+			msgID = docs[0].Document().Lookup("_id").StringValue()
+		}
+		close(held)
+		<-gate
+	})
+	t.Cleanup(func() { a.Store.RoundTrips.Before(nil) })
+	slow := async(a, a.Key, fenceBody, nil)
+	<-held // the holder won the lock and stalls on its message insert
+	if msgID == "" {
+		t.Fatal("no message id in the stalled insert")
+	}
+	// Someone declares it gone: a tombstone under its id, no claim yet.
+	won, err := send.Commits{Messages: messages.NewStore(a.Store)}.Fence(context.Background(), "test", msgID)
+	if err != nil || len(won) != 1 || !won[0] {
+		t.Fatalf("fence = %v, %v", won, err)
+	}
+	close(gate)
+	if got := wait(t, slow).JSON(); got["pending"] != true {
+		t.Fatalf("the fenced holder answered %v, want the pending answer", got)
+	}
+	if n := a.CountDocs("message_dedup_takeovers"); n != 0 {
+		t.Errorf("%d takeover claims after the fenced holder answered, want 0: it must not release", n)
+	}
+	var lock struct {
+		MessageID string `bson:"messageId"`
+	}
+	if err := a.Store.Collection("message_dedup_locks").FindOne(context.Background(), bson.D{}).Decode(&lock); err != nil || lock.MessageID != msgID {
+		t.Fatalf("lock %+v (%v), want it kept naming the fenced %s", lock, err, msgID)
+	}
+	// The next identical request takes the fenced lock over and sends.
+	if r := a.Send(fenceBody); r.JSON()["duplicateOnly"] == true || r.JSON()["status"] != "sent" {
+		t.Fatalf("next request: %s, want a send", r.Body)
+	}
+	wantSends(t, a.Sender, 1)
 }

@@ -269,6 +269,12 @@ func (g *Guard) heldFor(lockID, holder string) time.Duration {
 // store. Call it right after the message insert.
 func (g *Guard) Written(messageID string) { g.finish(messageID, true) }
 
+// Fenced wakes same-process waiters of a winner whose message insert found
+// a tombstone: it never sends, and it does not Release (whoever fenced it
+// owns the takeover). The waiters judge the lock again; a fenced holder is
+// taken over at once.
+func (g *Guard) Fenced(messageID string) { g.finish(messageID, false) }
+
 // Reasons of events.LockTakenOver, and of the takeover records.
 const (
 	reasonExpired       = "expired"

@@ -199,10 +199,20 @@ func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte,
 	}
 
 	// Won (or Unguarded: the guard's store failed and we send without it).
-	written := false
+	written, fenced := false, false
 	if d.Outcome == guard.Won {
 		defer func() {
 			if written {
+				return
+			}
+			if fenced {
+				// Whoever fenced it owns the takeover (a taker between
+				// its fence and its claim, a key takeover that fences
+				// without claiming): a release here would claim the
+				// generation and delete the lock under it. The lock names
+				// a tombstone now, which the next request takes over at
+				// once. Same-process waiters wake and judge it.
+				o.Guard.Fenced(msgID)
 				return
 			}
 			// Failed before the message existed: free the lock for a retry.
@@ -250,7 +260,12 @@ func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte,
 	if err := o.Messages.Insert(ctx, m); errors.Is(err, messages.ErrFenced) {
 		// Declared gone while it stalled (lease, operator delete, a
 		// takeover of its key): whoever fenced it sends instead. Nothing
-		// was sent; the caller retries and gets that message.
+		// was sent; the caller retries and gets that message. (A
+		// duplicate key over our own message, a retried insert whose
+		// first attempt landed, is not a fence: the deferred Release
+		// finds it written and marks it not sent.)
+		cur, found, gerr := o.Messages.Get(context.WithoutCancel(ctx), msgID)
+		fenced = gerr != nil || !found || cur.Status == messages.StatusTombstone
 		log.Warn().Str("event", events.SendFenced).Str("workspaceId", ws.ID).
 			Str("messageId", msgID).Str("lockId", d.LockID).Msg("request fenced before its message was written; not sent")
 		return pending(d.LockID, time.Second, 0), nil
