@@ -22,6 +22,7 @@ import (
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/egress"
 	"github.com/msgapi/msgapi/events"
+	"github.com/msgapi/msgapi/stdwebhook"
 	"github.com/msgapi/msgapi/store"
 )
 
@@ -408,7 +409,7 @@ func (o *Outbox) post(ctx context.Context, ep Endpoint, e event, n int) (res res
 		res.Error = "endpoint secret cannot be decrypted"
 		return res, 0, false
 	}
-	key, err := SecretKey(secret)
+	key, err := stdwebhook.ParseSecret(secret)
 	if err != nil {
 		res.Error = "endpoint secret unusable"
 		return res, 0, false
@@ -424,9 +425,7 @@ func (o *Outbox) post(ctx context.Context, ep Endpoint, e event, n int) (res res
 	ts := time.Now()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", userAgent)
-	req.Header.Set(HeaderID, e.ID)
-	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
-	req.Header.Set(HeaderSignature, Sign(key, e.ID, ts, body))
+	stdwebhook.SetHeaders(req.Header, key, e.ID, ts, body)
 	resp, err := o.client.Do(req)
 	res.LatencyMs = time.Since(start).Milliseconds()
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/stdwebhook"
 	"github.com/msgapi/msgapi/store"
 )
 
@@ -138,7 +139,7 @@ func (o *Outbox) CreateEndpoint(ctx context.Context, workspaceID string, in Endp
 	}
 	ep := Endpoint{
 		ID: msgapi.NewID("we"), WorkspaceID: workspaceID, URL: in.URL, Description: in.Description,
-		EventTypes: types, Secret: NewSecret(), CreatedAt: o.now(),
+		EventTypes: types, Secret: stdwebhook.NewSecret(), CreatedAt: o.now(),
 	}
 	stored := ep
 	var err error

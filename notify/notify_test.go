@@ -19,6 +19,7 @@ import (
 
 	"github.com/msgapi/msgapi/egress"
 	"github.com/msgapi/msgapi/secrets"
+	"github.com/msgapi/msgapi/stdwebhook"
 	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/store/storetest"
 )
@@ -33,6 +34,15 @@ type hit struct {
 	id, ts, sig, typ string
 	body             []byte
 	answered         int
+}
+
+// header is the hit's Standard Webhooks headers.
+func (h hit) header() http.Header {
+	hd := http.Header{}
+	hd.Set(stdwebhook.HeaderID, h.id)
+	hd.Set(stdwebhook.HeaderTimestamp, h.ts)
+	hd.Set(stdwebhook.HeaderSignature, h.sig)
+	return hd
 }
 
 // endpoint is the far side: a local server that records each request and
@@ -52,7 +62,7 @@ func newEndpoint(t *testing.T, answer func(n int) int) *endpoint {
 		_ = json.Unmarshal(b, &p)
 		e.mu.Lock()
 		code := e.answer(len(e.hits))
-		e.hits = append(e.hits, hit{r.Header.Get(HeaderID), r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderSignature), p.Type, b, code})
+		e.hits = append(e.hits, hit{r.Header.Get(stdwebhook.HeaderID), r.Header.Get(stdwebhook.HeaderTimestamp), r.Header.Get(stdwebhook.HeaderSignature), p.Type, b, code})
 		e.mu.Unlock()
 		if code == http.StatusFound {
 			w.Header().Set("Location", "/elsewhere")
@@ -167,13 +177,13 @@ func TestDeliverRetrySigned(t *testing.T) {
 	}
 	waitFor(t, "a 2xx answer", func() bool { h := ep.got(); return len(h) >= 2 })
 	hits := ep.got()
-	key, _ := SecretKey(e.Secret)
+	key, _ := stdwebhook.ParseSecret(e.Secret)
 	want := EventID("ws_a", TypeMessageSent, "msg_1")
 	for i, h := range hits {
 		if h.id != want {
 			t.Errorf("attempt %d: webhook-id %s, want %s", i+1, h.id, want)
 		}
-		if err := Verify(key, h.id, h.ts, h.sig, h.body, time.Now()); err != nil {
+		if err := stdwebhook.Verify(key, h.header(), h.body, time.Now(), stdwebhook.Tolerance); err != nil {
 			t.Errorf("attempt %d: %v", i+1, err)
 		}
 	}
@@ -240,8 +250,8 @@ func TestSealedSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the delivery", func() bool { return len(ep.got()) == 1 })
-	key, _ := SecretKey(e.Secret)
-	if h := ep.got()[0]; Verify(key, h.id, h.ts, h.sig, h.body, time.Now()) != nil {
+	key, _ := stdwebhook.ParseSecret(e.Secret)
+	if h := ep.got()[0]; stdwebhook.Verify(key, h.header(), h.body, time.Now(), stdwebhook.Tolerance) != nil {
 		t.Error("the delivery is not signed with the endpoint's secret")
 	}
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/egress"
+	"github.com/msgapi/msgapi/stdwebhook"
 	"github.com/msgapi/msgapi/store/storetest"
 )
 
@@ -52,7 +53,7 @@ func TestDeliveryToInsideIsBlocked(t *testing.T) {
 	far := newEndpoint(t, func(int) int { return http.StatusOK })
 	ob := run(t, st, Options{Egress: egress.New(egress.Options{})})
 	ctx := context.Background()
-	ep := Endpoint{ID: "we_inside", WorkspaceID: "ws_a", URL: far.srv.URL + "/admin", Secret: NewSecret(), CreatedAt: time.Now(), EventTypes: []string{}}
+	ep := Endpoint{ID: "we_inside", WorkspaceID: "ws_a", URL: far.srv.URL + "/admin", Secret: stdwebhook.NewSecret(), CreatedAt: time.Now(), EventTypes: []string{}}
 	if _, err := st.Collection(collEndpoints).InsertOne(ctx, ep); err != nil {
 		t.Fatal(err)
 	}

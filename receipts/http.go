@@ -17,7 +17,7 @@ import (
 	"github.com/msgapi/msgapi/events"
 	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/messages"
-	"github.com/msgapi/msgapi/notify"
+	"github.com/msgapi/msgapi/stdwebhook"
 )
 
 // Routes of the receipts. TwilioPath is what sender.Twilio puts in each
@@ -105,8 +105,8 @@ func (h *Handler) Relay(c echo.Context) error {
 		return err
 	}
 	log := zerolog.Ctx(r.Context())
-	key, kerr := notify.SecretKey(h.opts.RelaySecret)
-	if kerr != nil || notify.Verify(key, r.Header.Get(notify.HeaderID), r.Header.Get(notify.HeaderTimestamp), r.Header.Get(notify.HeaderSignature), body, h.now()) != nil {
+	key, kerr := stdwebhook.ParseSecret(h.opts.RelaySecret)
+	if kerr != nil || stdwebhook.Verify(key, r.Header, body, h.now(), stdwebhook.Tolerance) != nil {
 		log.Warn().Str("event", events.ReceiptSignatureInvalid).Str("provider", "webhook").Msg("delivery receipt refused: bad signature")
 		return errSignature
 	}

@@ -26,7 +26,6 @@ import (
 	"github.com/msgapi/msgapi/idempotency"
 	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/messages"
-	"github.com/msgapi/msgapi/notify"
 	"github.com/msgapi/msgapi/openapi"
 	"github.com/msgapi/msgapi/receipts"
 	"github.com/msgapi/msgapi/stdwebhook"
@@ -518,7 +517,7 @@ func TestContract(t *testing.T) {
 	relayReceipt := func(body, secret string) call {
 		id, now := msgapi.NewID("rcpt"), time.Now()
 		return call{method: "POST", path: receipts.RelayPath, body: body, header: map[string]string{
-			"webhook-id": id, "webhook-timestamp": strconv.FormatInt(now.Unix(), 10), "webhook-signature": notify.Sign([]byte(secret), id, now, []byte(body)),
+			"webhook-id": id, "webhook-timestamp": strconv.FormatInt(now.Unix(), 10), "webhook-signature": stdwebhook.Sign(mustSecret(t, secret), id, now, []byte(body)),
 		}}
 	}
 	setProvider := func(t *testing.T, provider, id string) {
@@ -640,4 +639,14 @@ func connectStore(t *testing.T, uri string) *mongo.Database {
 	}
 	t.Cleanup(func() { _ = cl.Disconnect(context.Background()) })
 	return cl.Database("msgapi")
+}
+
+// mustSecret parses a relay or endpoint secret.
+func mustSecret(t *testing.T, s string) stdwebhook.Secret {
+	t.Helper()
+	k, err := stdwebhook.ParseSecret(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/notify"
 	"github.com/msgapi/msgapi/receipts"
+	"github.com/msgapi/msgapi/stdwebhook"
 )
 
 // hookHit is one request the workspace's endpoint got.
@@ -32,7 +33,7 @@ type hookHit struct {
 type hookReceiver struct {
 	srv    *httptest.Server
 	mu     sync.Mutex
-	key    []byte
+	key    *stdwebhook.Secret
 	hits   []hookHit
 	failed bool
 }
@@ -48,7 +49,7 @@ func newHookReceiver(t *testing.T) *hookReceiver {
 		_ = json.Unmarshal(b, &p)
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		valid := h.key != nil && notify.Verify(h.key, r.Header.Get("webhook-id"), r.Header.Get("webhook-timestamp"), r.Header.Get("webhook-signature"), b, time.Now()) == nil
+		valid := h.key != nil && stdwebhook.Verify(*h.key, r.Header, b, time.Now(), stdwebhook.Tolerance) == nil
 		code := http.StatusOK
 		if !h.failed {
 			h.failed, code = true, http.StatusInternalServerError
@@ -61,12 +62,12 @@ func newHookReceiver(t *testing.T) *hookReceiver {
 }
 
 func (h *hookReceiver) setSecret(t *testing.T, secret string) {
-	k, err := notify.SecretKey(secret)
+	k, err := stdwebhook.ParseSecret(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.mu.Lock()
-	h.key = k
+	h.key = &k
 	h.mu.Unlock()
 }
 
