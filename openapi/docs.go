@@ -137,6 +137,22 @@ var pageTemplate = template.Must(template.New("docs").Funcs(template.FuncMap{"md
 <link rel="stylesheet" href="/docs/assets/docs.css?v={{.V "docs.css"}}">
 </head>
 <body>
+<section id="first-message" class="docs-start">
+<h2>Send your first message</h2>
+<ol>
+<li>Get a workspace API key. The operator creates a workspace with the admin token; the answer's <code>apiKey</code> is shown once:
+<pre>KEY=$(curl -s -X POST <span class="docs-origin">http://localhost:8080</span>/admin/workspaces \
+  -H "Authorization: Bearer $MSGAPI_ADMIN_TOKEN" -H 'Content-Type: application/json' \
+  -d '{"name":"Acme"}' | sed -n 's/.*"apiKey":"\([^"]*\)".*/\1/p')</pre>
+(with no server running, <code>eval "$(msgapi workspace create Acme)"</code> does the same).</li>
+<li>Send an SMS: 201 and the message.
+<pre>curl -s -X POST <span class="docs-origin">http://localhost:8080</span>/api/messages -H "Authorization: Bearer $KEY" \
+  -H 'Content-Type: application/json' -d '{"channel":"sms","recipientPhone":"+15550100000","body":"Hello from msgapi"}'</pre>
+The same request again sends nothing: it answers with the original message and <code>duplicateOnly: true</code>.</li>
+<li>Or on this page: <b>Authorize</b> with the key (<code>apiKey</code>), open <b>POST /api/messages</b>, <b>Try it out</b>, <b>Execute</b>.</li>
+</ol>
+<p>Below: the workspace routes (a workspace API key), then the operator's <b>admin</b> routes (the admin token), then health and this document; the error codes are at the end.</p>
+</section>
 <div id="swagger-ui"><noscript><p class="docs-noscript">This page needs JavaScript for the interactive reference. The contract itself is <a href="/openapi.yaml">/openapi.yaml</a>; the error codes are below.</p></noscript></div>
 <section id="errors" class="docs-errors">
 <h2>Errors</h2>

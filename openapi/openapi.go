@@ -54,7 +54,8 @@ const (
 )
 
 // Register mounts GET /openapi.yaml, GET /docs (Swagger UI on the embedded
-// document, with an anchor per error code) and GET /docs/assets/{file}
+// document, with a first-message block and an anchor per error code),
+// GET /favicon.ico (204) and GET /docs/assets/{file}
 // (Swagger UI's vendored files and the page's own, served from the
 // binary). The page is rendered on first request and kept; a document
 // that does not parse (tests prevent it) makes /docs an error, never the
@@ -84,6 +85,12 @@ func Register(e *echo.Echo) {
 		c.Response().Header().Set("Content-Security-Policy", docsCSP)
 		c.Response().Header().Set("X-Content-Type-Options", "nosniff")
 		return c.Blob(http.StatusOK, HTMLContentType, page)
+	})
+	// Browsers ask for /favicon.ico with every page: an empty answer they
+	// may cache, not a 404 in the access log each time.
+	e.GET("/favicon.ico", func(c echo.Context) error {
+		c.Response().Header().Set("Cache-Control", "public, max-age=86400")
+		return c.NoContent(http.StatusNoContent)
 	})
 	e.GET("/docs/assets/:file", func(c echo.Context) error {
 		if err := load(); err != nil {

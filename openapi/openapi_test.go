@@ -203,6 +203,35 @@ func TestDocsPage(t *testing.T) {
 			t.Errorf("the page references %q", ref)
 		}
 	}
+	// A newcomer's first message comes before the reference.
+	first, ref := strings.Index(page, `id="first-message"`), strings.Index(page, `id="swagger-ui"`)
+	if first < 0 || first > ref || !strings.Contains(page[first:ref], "/api/messages") || !strings.Contains(page[first:ref], "Authorization: Bearer $KEY") {
+		t.Errorf("no first-message block with a send above the reference")
+	}
+	// The reference lists the tags in the document's order: every tag of a
+	// workspace route (/api/…) before admin, admin before health and docs.
+	order := map[string]int{}
+	for i, tag := range doc.Tags {
+		order[tag.Name] = i
+	}
+	for _, path := range doc.Paths.InMatchingOrder() {
+		for method, op := range doc.Paths.Value(path).Operations() {
+			for _, tag := range op.Tags {
+				if _, ok := order[tag]; !ok {
+					t.Errorf("%s %s: tag %s is not in the document's tags", method, path, tag)
+				}
+				if strings.HasPrefix(path, "/api/") && order[tag] > order["admin"] {
+					t.Errorf("%s %s (a workspace route): tag %s comes after admin", method, path, tag)
+				}
+				if strings.HasPrefix(path, "/admin/") && tag != "admin" {
+					t.Errorf("%s %s: tagged %s, not admin", method, path, tag)
+				}
+			}
+		}
+	}
+	if order["admin"] > order["health"] {
+		t.Error("admin comes after health")
+	}
 	// The start-up script calls nothing but this server.
 	js, _ := assetFS.ReadFile("assets/docs.js")
 	if regexp.MustCompile(`https?://`).Match(js) || !strings.Contains(string(js), "validatorUrl: null") {
@@ -263,6 +292,7 @@ func TestRegister(t *testing.T) {
 		{"/docs/assets/swagger-ui-bundle.js", "gzip, deflate", 200, "text/javascript; charset=utf-8", mustAsset(t, "swaggerui/swagger-ui-bundle.js"), true},
 		{"/docs/assets/swagger-ui-LICENSE", "", 200, "text/plain; charset=utf-8", mustAsset(t, "swaggerui/LICENSE"), false},
 		{"/docs/assets/secret.go", "", 404, "", nil, false},
+		{"/favicon.ico", "", 204, "", nil, false},
 		{"/docs/assets/..%2fopenapi.yaml", "", 404, "", nil, false},
 	} {
 		req := httptest.NewRequest(http.MethodGet, tc.path, nil)

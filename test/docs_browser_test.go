@@ -83,7 +83,8 @@ func TestDocsTryIt(t *testing.T) {
 			problems = append(problems, "exception: "+ev.ExceptionDetails.Text)
 		case *log.EventEntryAdded:
 			// CSP violations and failed loads are logged as errors.
-			if ev.Entry.Level == log.EntryLevelError && !strings.Contains(ev.Entry.URL, "/favicon.ico") {
+			// /favicon.ico is answered 204, so it is no exception.
+			if ev.Entry.Level == log.EntryLevelError {
 				problems = append(problems, fmt.Sprintf("%s: %s %s", ev.Entry.Source, ev.Entry.Text, ev.Entry.URL))
 			}
 		}
@@ -162,6 +163,16 @@ func TestDocsTryIt(t *testing.T) {
 	id := regexp.MustCompile(`msg_[a-z0-9]+`).FindString(response)
 	if got := p.do(http.MethodGet, "/api/messages/"+id, key, ""); id == "" || got.status != 200 || !strings.Contains(string(got.body), "Sent from the docs page") {
 		t.Errorf("GET /api/messages/%s: %d %s", id, got.status, got.body)
+	}
+
+	// The first-message block names this server; the reference shows the
+	// workspace routes' tags, then admin, then health and docs.
+	if origin, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(".docs-origin").textContent`)); err != nil || origin != p.url {
+		t.Errorf("the first-message block names %q (%v), want %s", origin, err, p.url)
+	}
+	tags, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll(".opblock-tag")).map(e => e.getAttribute("data-tag"))`))
+	if err != nil || len(tags) < 5 || tags[len(tags)-3] != "admin" || tags[len(tags)-2] != "health" || tags[len(tags)-1] != "docs" {
+		t.Errorf("the reference's tags are %v (%v), want the workspace routes', then admin, health, docs", tags, err)
 	}
 
 	if dir := os.Getenv("MSGAPI_DOCS_SCREENSHOTS"); dir != "" {

@@ -17,6 +17,11 @@
       }
     }
   }
+  // The first-message block's commands name this server.
+  var origins = document.querySelectorAll(".docs-origin");
+  for (var i = 0; i < origins.length; i++) {
+    origins[i].textContent = window.location.origin;
+  }
   window.ui = SwaggerUIBundle({
     url: "/openapi.yaml",
     dom_id: "#swagger-ui",
