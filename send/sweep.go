@@ -13,6 +13,13 @@ package send
 // event and a counter. It runs at start-up and periodically, in every
 // process; two sweepers deciding one message write the same thing.
 //
+// "Older than" is judged on the sweeper's own clock: a message is decided
+// only after this process has seen it sending for After, not from its
+// createdAt, which another process's clock wrote: a sweeper whose clock
+// ran seconds ahead marked messages unknown while their provider call was
+// still running. The price: after a restart a lost outcome is decided
+// After after the first pass that sees it.
+//
 // A pass must not cost more as messages accumulate: on the embedded engine
 // any filter but {_id} scans the whole collection. So it never searches the
 // messages: it takes the candidates from the duplicate guard's live locks
@@ -56,6 +63,7 @@ type Sweeper struct {
 
 	mu      sync.Mutex
 	settled map[string]time.Time // message id → when it stops being a candidate
+	seen    map[string]time.Time // message id → when this process first saw it sending
 }
 
 // NewSweeper returns a Sweeper. Messages, Holders and After are required.
@@ -69,7 +77,7 @@ func NewSweeper(o SweeperOptions) *Sweeper {
 	if o.Lost == nil {
 		o.Lost = func() {}
 	}
-	return &Sweeper{o: o, settled: map[string]time.Time{}}
+	return &Sweeper{o: o, settled: map[string]time.Time{}, seen: map[string]time.Time{}}
 }
 
 // Sweep runs one pass and returns how many messages it marked unknown.
@@ -83,6 +91,15 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	for id, until := range s.settled {
 		if now.After(until) {
 			delete(s.settled, id)
+		}
+	}
+	live := make(map[string]bool, len(hs))
+	for _, h := range hs {
+		live[h.MessageID] = true
+	}
+	for id := range s.seen {
+		if !live[id] {
+			delete(s.seen, id)
 		}
 	}
 	s.mu.Unlock()
@@ -107,7 +124,13 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 			continue
 		case now.Sub(m.CreatedAt) < s.o.After:
 			continue // written late in its lock's life: not yet
+		case s.sendingFor(m.ID, now) < s.o.After:
+			continue // not seen sending for After on this clock yet
 		}
+		// On the embedded engine the write is by _id: a late outcome that
+		// lands between the read above and this write is overwritten
+		// (RELIABILITY.md, finding 1). One that lands after it moves the
+		// message on from unknown, as a late answer may.
 		m.Status, m.Error = messages.StatusUnknown, LostError
 		if err := s.o.Messages.RecordOutcome(ctx, &m); err != nil {
 			return lost, err
@@ -121,6 +144,18 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 			Msg("send outcome lost: the message was still sending long after the send timeout; now unknown")
 	}
 	return lost, nil
+}
+
+// sendingFor is how long this process has seen message id sending.
+func (s *Sweeper) sendingFor(id string, now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.seen[id]
+	if !ok {
+		s.seen[id] = now
+		return 0
+	}
+	return max(now.Sub(t), 0)
 }
 
 func (s *Sweeper) isSettled(id string) bool {
