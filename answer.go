@@ -16,4 +16,8 @@ type Answer struct {
 	// its duplicate decision) is committed, so an Idempotency-Key stores
 	// this answer and a retry never runs the request again.
 	SendStage bool
+	// Pending marks the "still in flight" answer, Refused an answer whose
+	// message reached no one by a definite refusal (failed, suppressed):
+	// the HTTP layer picks their status from the caller's answer profile.
+	Pending, Refused bool
 }

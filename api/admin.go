@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -36,17 +37,32 @@ func (s *Server) createWorkspace(c echo.Context) error {
 	})
 }
 
-// createKey: POST /admin/workspaces/{id}/keys → 201 {"apiKey", "keyId",
-// "prefix"}; the key is shown this once.
+// createKey: POST /admin/workspaces/{id}/keys, with no body or
+// {"test": true} for a test key → 201 {"apiKey", "keyId", "prefix",
+// "test"}; the key is shown this once.
 func (s *Server) createKey(c echo.Context) error {
 	id := c.Param("id")
-	key, err := s.opts.Workspaces.NewKey(c.Request().Context(), id)
+	var in struct {
+		Test bool `json:"test"`
+	}
+	if b := Body(c); len(bytes.TrimSpace(b)) > 0 {
+		if err := requireJSON(c); err != nil {
+			return err
+		}
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&in); err != nil {
+			return &msgapi.Error{Code: msgapi.CodeInvalid, Message: `the body must be empty or {"test": true|false}`,
+				Fields: []msgapi.FieldError{{Field: "test", Message: "a boolean"}}}
+		}
+	}
+	key, err := s.opts.Workspaces.NewKey(c.Request().Context(), id, in.Test)
 	if err != nil {
 		return err
 	}
-	logger(c).Info().Str("event", "workspace.key_created").Str("workspaceId", id).Msg("API key created")
-	return writeJSON(c, http.StatusCreated, echo.MIMEApplicationJSON, map[string]string{
-		"workspaceId": id, "apiKey": key, "keyId": workspace.KeyID(workspace.HashKey(key)), "prefix": workspace.Prefix(key),
+	logger(c).Info().Str("event", "workspace.key_created").Str("workspaceId", id).Bool("test", in.Test).Msg("API key created")
+	return writeJSON(c, http.StatusCreated, echo.MIMEApplicationJSON, map[string]any{
+		"workspaceId": id, "apiKey": key, "keyId": workspace.KeyID(workspace.HashKey(key)), "prefix": workspace.Prefix(key), "test": in.Test,
 	})
 }
 
@@ -104,6 +120,9 @@ type settingsView struct {
 	RateLimit     *ratelimit.Limit `json:"rateLimit"`
 	DefaultRegion *string          `json:"defaultRegion"`
 	OptOutReply   *string          `json:"optOutReply"`
+	PendingStatus *int             `json:"pendingStatus"`
+	RefusedStatus *int             `json:"refusedStatus"`
+	AnswerProfile *string          `json:"answerProfile"`
 }
 
 func viewOf(ws workspace.Workspace) workspaceView {
@@ -125,7 +144,9 @@ func viewOf(ws workspace.Workspace) workspaceView {
 		Settings: settingsView{
 			DedupWindow: dur(ws.Settings.DedupWindow), DedupWait: dur(ws.Settings.DedupWait),
 			RateLimit: ws.Settings.RateLimit, DefaultRegion: ptr(ws.Settings.DefaultRegion),
-			OptOutReply: ptr(ws.Settings.OptOutReply),
+			OptOutReply:   ptr(ws.Settings.OptOutReply),
+			PendingStatus: intPtr(ws.Settings.PendingStatus), RefusedStatus: intPtr(ws.Settings.RefusedStatus),
+			AnswerProfile: ptr(ws.Settings.AnswerProfile),
 		},
 		WebhookSecrets: secrets,
 	}
@@ -185,6 +206,7 @@ type keyView struct {
 	Prefix     *string    `json:"prefix"`
 	CreatedAt  time.Time  `json:"createdAt"`
 	LastUsedAt *time.Time `json:"lastUsedAt"`
+	Test       bool       `json:"test"`
 }
 
 // listKeys: GET /admin/workspaces/{id}/keys → 200 {"keys": [...]}, oldest
@@ -197,7 +219,7 @@ func (s *Server) listKeys(c echo.Context) error {
 	}
 	out := make([]keyView, 0, len(keys))
 	for _, k := range keys {
-		v := keyView{ID: k.ID, Prefix: ptr(k.Prefix), CreatedAt: k.CreatedAt.UTC(), LastUsedAt: k.LastUsedAt}
+		v := keyView{ID: k.ID, Prefix: ptr(k.Prefix), CreatedAt: k.CreatedAt.UTC(), LastUsedAt: k.LastUsedAt, Test: k.Test}
 		if v.LastUsedAt != nil {
 			t := v.LastUsedAt.UTC()
 			v.LastUsedAt = &t
@@ -223,4 +245,12 @@ func ptr(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// intPtr is n as a JSON number, or null when zero.
+func intPtr(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
 }

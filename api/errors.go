@@ -118,6 +118,12 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		return
 	}
 	p, e := problemFor(err, requestID(c), c.Request().URL.Path)
+	if s.opts.PublicURL != "" {
+		p.Type = strings.TrimRight(s.opts.PublicURL, "/") + p.Type
+	}
+	if p.Code == msgapi.CodeIdempotencyInFlight {
+		p.Status = inFlightStatus(c)
+	}
 	l := logger(c).With().Str("workspaceId", WorkspaceID(c)).Logger()
 	log := &l
 	if p.Status >= 500 {

@@ -23,7 +23,7 @@ func (s *Server) sendMessage(c echo.Context, commitID string) (sendStage bool, e
 	if a.RetryAfter > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(a.RetryAfter.Seconds())))))
 	}
-	return a.SendStage, writeJSON(c, a.Status, echo.MIMEApplicationJSON, a.Body)
+	return a.SendStage, writeJSON(c, answerStatus(c, a), echo.MIMEApplicationJSON, a.Body)
 }
 
 // getMessage is GET /api/messages/{id}: the workspace's own messages only.

@@ -41,6 +41,7 @@ func (s *Server) requestContext(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		c.Set(ctxRequestID, id)
 		c.Response().Header().Set(headerReqID, id)
+		c.Response().Header().Set(HeaderVersion, APIVersion)
 		log := s.log.With().Str("requestId", id).Logger()
 		c.SetRequest(c.Request().WithContext(log.WithContext(c.Request().Context())))
 
@@ -110,12 +111,25 @@ func logger(c echo.Context) *zerolog.Logger {
 	return zerolog.Ctx(c.Request().Context())
 }
 
-// authenticate resolves the Bearer API key to its workspace.
+// HeaderAPIKey carries the API key for callers that cannot send
+// Authorization: Bearer (HubSpot's webhook action names its "API key"
+// header freely; HighLevel's Custom Webhook sets any header).
+const HeaderAPIKey = "X-API-Key"
+
+// authenticate resolves the API key (Authorization: Bearer, or X-API-Key)
+// to its workspace. Both present and different is 401: which one was meant
+// is not guessed.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		key, ok := bearer(c.Request())
+		if x := strings.TrimSpace(c.Request().Header.Get(HeaderAPIKey)); x != "" {
+			if ok && key != x {
+				return msgapi.Errorf(msgapi.CodeUnauthorized, "Authorization and X-API-Key name different keys; send one")
+			}
+			key, ok = x, true
+		}
 		if !ok {
-			return msgapi.Errorf(msgapi.CodeUnauthorized, "a valid API key is required: Authorization: Bearer <key>")
+			return msgapi.Errorf(msgapi.CodeUnauthorized, "a valid API key is required: Authorization: Bearer <key> or X-API-Key: <key>")
 		}
 		ws, err := s.opts.Workspaces.Authenticate(c.Request().Context(), key)
 		if err != nil {

@@ -3,6 +3,9 @@ package api
 import (
 	"context"
 	"fmt"
+	"math"
+	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -36,6 +39,7 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 			logger(c).Warn().Err(err).Str("event", events.RateLimitBackendError).Str("workspaceId", ws.ID).
 				Msg("rate limit: Redis failed; this process's own bucket decided")
 		}
+		setRateLimitHeaders(c, lim, d)
 		if d.Allowed {
 			return next(c)
 		}
@@ -49,3 +53,22 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 	}
 }
+
+// setRateLimitHeaders writes the IETF httpapi RateLimit-Policy and
+// RateLimit fields (draft-ietf-httpapi-ratelimit-headers) for the
+// workspace's token bucket: a quota of burst requests over the time the
+// bucket takes to fill (w), the whole tokens left (r) and the seconds until
+// the bucket is full again (t).
+func setRateLimitHeaders(c echo.Context, lim ratelimit.Limit, d ratelimit.Decision) {
+	if lim.Unlimited() {
+		return
+	}
+	burst := max(lim.Burst, 1)
+	w := max(1, int(math.Ceil(float64(burst)/float64(lim.PerSecond))))
+	h := c.Response().Header()
+	h.Set("RateLimit-Policy", fmt.Sprintf(`"workspace";q=%d;w=%d`, burst, w))
+	h.Set("RateLimit", fmt.Sprintf(`"workspace";r=%d;t=%s`, max(d.Remaining, 0), strconv.Itoa(seconds(d.Full))))
+}
+
+// seconds rounds d up to whole seconds.
+func seconds(d time.Duration) int { return int(math.Ceil(max(d, 0).Seconds())) }

@@ -22,7 +22,8 @@ func (s *Server) routes(e *echo.Echo) {
 	api := e.Group("/api", s.authenticate)
 	// 429 before any store work; the Idempotency-Key layer after auth and
 	// before validation and the guard (keyed).
-	api.POST("/messages", s.keyed(s.sendMessage), s.rateLimit, readBody)
+	// The answer profile before the key layer: it decides the key's 409 too.
+	api.POST("/messages", s.keyed(s.sendMessage), s.rateLimit, s.answerProfile, readBody)
 	api.GET("/messages/:id", s.getMessage)
 	api.GET("/messages", s.listMessages)
 	api.GET("/leads", s.findLeads)
@@ -53,7 +54,7 @@ func (s *Server) routes(e *echo.Echo) {
 
 	admin := e.Group("/admin", s.adminOnly)
 	admin.POST("/workspaces", s.createWorkspace, readBody)
-	admin.POST("/workspaces/:id/keys", s.createKey)
+	admin.POST("/workspaces/:id/keys", s.createKey, readBody)
 	admin.PUT("/workspaces/:id/secrets/:channel", s.setSecret, readBody)
 	admin.GET("/workspaces/:id", s.getWorkspace)
 	admin.PATCH("/workspaces/:id", s.updateWorkspace, readBody)

@@ -61,7 +61,21 @@ type Options struct {
 	// OnRateLimited, optional, observes each 429 by route template and
 	// workspace id.
 	OnRateLimited func(route, workspaceID string)
+	// PublicURL, optional, is the server's public origin
+	// (MSGAPI_PUBLIC_URL): problem types are absolute URLs under it, as
+	// RFC 9457 recommends; without it they are relative ("/docs#error-…").
+	PublicURL string
 }
+
+// APIVersion is the version of the HTTP API, in the Msgapi-Version
+// header of every answer. Within one version, members, headers, codes and
+// statuses are only ever added (an opt-in such as an answer profile may
+// choose new statuses), never removed or changed in meaning; a change that
+// would break a caller is a new version (README: Compatibility).
+const APIVersion = "1"
+
+// HeaderVersion names the API version on every answer.
+const HeaderVersion = "Msgapi-Version"
 
 // SendPath is the send path: package send's Service. It is an interface so
 // that api depends on none of the send path's internals (go list -deps

@@ -50,6 +50,13 @@ type Options struct {
 	// Lifetime ends when the process gives up on in-flight work
 	// (send.Options.Lifetime).
 	Lifetime context.Context
+	// SendTimeout is the providers' timeout (send.Options.SendTimeout: a
+	// pending answer's Retry-After).
+	SendTimeout time.Duration
+	// TestSender sends every message of a test key (send.Options.TestSender).
+	TestSender send.Sender
+	// PublicURL makes problem types absolute (api.Options.PublicURL).
+	PublicURL string
 
 	// Guard configures the duplicate guard; New sets Store, Sibling and
 	// Fence.
@@ -114,7 +121,8 @@ func New(o Options) (*App, error) {
 	g.Store, g.Sibling, g.Fence = st, send.Sibling(ms), ms.Fence
 	a.Guard = guard.New(g)
 
-	so := send.Options{Messages: ms, Guard: a.Guard, Senders: o.Senders, DefaultRegion: o.DefaultRegion, Lifetime: o.Lifetime}
+	so := send.Options{Messages: ms, Guard: a.Guard, Senders: o.Senders, DefaultRegion: o.DefaultRegion, Lifetime: o.Lifetime,
+		SendTimeout: o.SendTimeout, TestSender: o.TestSender}
 	if met != nil {
 		so.Metrics = met
 	}
@@ -138,6 +146,7 @@ func New(o Options) (*App, error) {
 
 	io := o.Idempotency
 	io.Store, io.WorkspaceID, io.Body, io.Commits = st, api.WorkspaceID, api.Body, send.Commits{Messages: ms}
+	io.BodyMember = "idempotencyKey" // README: Keys engines can send
 	if io.Outcome == nil && met != nil {
 		io.Outcome = met.Idempotency
 	}
@@ -153,7 +162,7 @@ func New(o Options) (*App, error) {
 		Log: o.Log, Store: st, Workspaces: o.Workspaces, AdminToken: o.AdminToken,
 		Send: a.Send, Messages: ms, Idempotency: keys, Outbox: o.Outbox, Consent: o.Consent, Unsubscribe: o.Unsubscribe,
 		Inbound: inbound.New(in).Receive, TwilioReceipt: rcpts.Twilio, RelayReceipt: rcpts.Relay,
-		Limiter: o.Limiter, RateLimit: o.RateLimit, OnRateLimited: o.OnRateLimited,
+		Limiter: o.Limiter, RateLimit: o.RateLimit, OnRateLimited: o.OnRateLimited, PublicURL: o.PublicURL,
 	}
 	if met != nil {
 		ao.Metrics = met.Handler()

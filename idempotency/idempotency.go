@@ -80,6 +80,11 @@ type Options struct {
 	// Outcome, optional, is told how each keyed request was decided:
 	// "executed", "replayed", "in_flight" or "fingerprint_mismatch" (metrics).
 	Outcome func(outcome string)
+	// BodyMember, optional, names a member of a JSON object body that
+	// carries the key as the header does, for callers that cannot set
+	// headers (HubSpot's webhook action): "idempotencyKey". Both present
+	// and different is 400; the member is left out of the fingerprint.
+	BodyMember string
 	// Commits, optional, is the guarded requests' commit point. Without it
 	// a key whose holder's lease ended is taken over and its request run
 	// again (routes that send nothing need no more).
@@ -129,6 +134,7 @@ type Keys struct {
 	body        func(c echo.Context) []byte
 	outcome     func(string)
 	commits     Commits
+	bodyMember  string
 }
 
 // New returns Keys. Store, WorkspaceID and Body are required.
@@ -136,7 +142,7 @@ func New(o Options) *Keys {
 	if o.Store == nil || o.WorkspaceID == nil || o.Body == nil {
 		panic("idempotency.New: Store, WorkspaceID and Body are required")
 	}
-	k := &Keys{store: o.Store, ttl: o.TTL, lease: o.Lease, now: o.Now, workspaceID: o.WorkspaceID, body: o.Body, outcome: o.Outcome, commits: o.Commits}
+	k := &Keys{store: o.Store, ttl: o.TTL, lease: o.Lease, now: o.Now, workspaceID: o.WorkspaceID, body: o.Body, outcome: o.Outcome, commits: o.Commits, bodyMember: o.BodyMember}
 	if k.outcome == nil {
 		k.outcome = func(string) {}
 	}
@@ -182,16 +188,13 @@ type request struct {
 func (k *Keys) Wrap(h Handler) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		vals := r.Header.Values(Header)
-		if len(vals) == 0 {
-			_, err := h(c, "")
+		body := k.body(c)
+		key, fpBody, err := keyOf(r.Header.Values(Header), body, k.bodyMember)
+		if err != nil {
 			return err
 		}
-		if len(vals) > 1 {
-			return invalidKey("send one Idempotency-Key header, not several")
-		}
-		key, err := ParseKey(vals[0])
-		if err != nil {
+		if key == "" {
+			_, err := h(c, "")
 			return err
 		}
 		ws := k.workspaceID(c)
@@ -200,7 +203,7 @@ func (k *Keys) Wrap(h Handler) echo.HandlerFunc {
 		}
 		q := request{
 			id:          RecordID(ws, r.Method, r.URL.Path, key),
-			fingerprint: Fingerprint(r.Method, r.URL.Path, k.body(c)),
+			fingerprint: Fingerprint(r.Method, r.URL.Path, fpBody),
 			workspace:   ws, key: key, method: r.Method, path: r.URL.Path,
 			log: zerolog.Ctx(r.Context()),
 		}

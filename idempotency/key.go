@@ -159,3 +159,53 @@ func takeoverID(recordID, token string) string {
 	frame(h, token)
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// keyOf finds the request's key: the header, or the body member when one
+// is named (""/absent: no key), and the body to fingerprint, which leaves
+// the member out so that a key moved between header and body, or added to
+// a body, is the same request. A body member that is not a valid key, and
+// a header and member that disagree, are 400.
+func keyOf(header []string, body []byte, member string) (key string, fpBody []byte, err error) {
+	fpBody = body
+	if len(header) > 1 {
+		return "", nil, invalidKey("send one Idempotency-Key header, not several")
+	}
+	if len(header) == 1 {
+		if key, err = ParseKey(header[0]); err != nil {
+			return "", nil, err
+		}
+	}
+	if member == "" {
+		return key, fpBody, nil
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) != nil || obj == nil {
+		return key, fpBody, nil // not an object: the handler says what is wrong
+	}
+	raw, ok := obj[member]
+	if !ok {
+		return key, fpBody, nil
+	}
+	delete(obj, member)
+	if fpBody, err = json.Marshal(obj); err != nil {
+		return "", nil, err
+	}
+	if string(raw) == "null" {
+		return key, fpBody, nil
+	}
+	bad := func(msg string) error {
+		return &msgapi.Error{Code: msgapi.CodeInvalid, Message: msg, Fields: []msgapi.FieldError{{Field: member, Message: msg}}}
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", nil, bad(member + " must be a string of 1–255 printable ASCII characters")
+	}
+	bk, err := ParseKey(s)
+	if err != nil {
+		return "", nil, bad(member + " must be 1–255 printable ASCII characters, as the Idempotency-Key header")
+	}
+	if key != "" && key != bk {
+		return "", nil, bad("the Idempotency-Key header and the body's " + member + " differ; send one, or the same key in both")
+	}
+	return bk, fpBody, nil
+}

@@ -107,6 +107,9 @@ type Message struct {
 	// (it answered 201). An Idempotency-Key retry that finds the message
 	// answers from it with the same status code.
 	LeadCreated bool `bson:"leadCreated,omitempty"`
+	// Test: sent through a test key (mk_test_), on the log provider; it
+	// reached no one.
+	Test bool `bson:"test,omitempty"`
 	// DuplicateOf, on a tombstone only: the keyed request that was fenced
 	// here was answered with this earlier message as a duplicate.
 	DuplicateOf string `bson:"duplicateOf,omitempty"`
@@ -143,13 +146,14 @@ func (m Message) MarshalJSON() ([]byte, error) {
 		ErrorCode         *string        `json:"errorCode"`
 		StatusAt          *time.Time     `json:"statusAt"`
 		DedupLockID       *string        `json:"dedupLockId"`
+		Test              bool           `json:"test"`
 		CreatedAt         time.Time      `json:"createdAt"`
 		UpdatedAt         time.Time      `json:"updatedAt"`
 	}{
 		m.ID, m.WorkspaceID, m.LeadID, m.ConversationID, m.Channel, m.Direction,
 		null(m.RecipientPhone), null(m.RecipientEmail), m.Body, null(m.Subject), atts, m.Metadata,
 		m.Status, null(m.Provider), null(m.ProviderMessageID), null(m.Error), null(m.ErrorCode), m.StatusAt, null(m.DedupLockID),
-		m.CreatedAt, m.UpdatedAt,
+		m.Test, m.CreatedAt, m.UpdatedAt,
 	})
 }
 

@@ -42,6 +42,11 @@ type Decision struct {
 	RetryAfter time.Duration
 	// Backend is "local" or "redis": where the decision was taken.
 	Backend string
+	// Remaining is the whole tokens left in the bucket after this
+	// request, and Full how long until the bucket is full again (the IETF
+	// RateLimit header's r and t).
+	Remaining int
+	Full      time.Duration
 }
 
 // Backends.
@@ -100,9 +105,9 @@ func (l *Limiter) Allow(ctx context.Context, key string, lim Limit) (Decision, e
 		return l.local(key, lim), fmt.Errorf("redis rate limit: %w", err)
 	}
 	if res.Allowed > 0 {
-		return Decision{Allowed: true, Backend: BackendRedis}, nil
+		return Decision{Allowed: true, Backend: BackendRedis, Remaining: res.Remaining, Full: res.ResetAfter}, nil
 	}
-	return Decision{RetryAfter: max(res.RetryAfter, time.Millisecond), Backend: BackendRedis}, nil
+	return Decision{RetryAfter: max(res.RetryAfter, time.Millisecond), Backend: BackendRedis, Remaining: res.Remaining, Full: res.ResetAfter}, nil
 }
 
 func (l *Limiter) local(key string, lim Limit) Decision {
@@ -121,9 +126,13 @@ func (l *Limiter) local(key string, lim Limit) Decision {
 	l.mu.Unlock()
 
 	r := b.ReserveN(now, 1)
-	if d := r.DelayFrom(now); d > 0 {
+	d := Decision{Allowed: true, Backend: BackendLocal}
+	if wait := r.DelayFrom(now); wait > 0 {
 		r.CancelAt(now)
-		return Decision{RetryAfter: d, Backend: BackendLocal}
+		d = Decision{RetryAfter: wait, Backend: BackendLocal}
 	}
-	return Decision{Allowed: true, Backend: BackendLocal}
+	tokens := max(b.TokensAt(now), 0)
+	d.Remaining = int(tokens)
+	d.Full = time.Duration((float64(lim.Burst) - tokens) / float64(lim.PerSecond) * float64(time.Second))
+	return d
 }

@@ -97,8 +97,14 @@ func duplicateOf(m messages.Message, lockID string, age time.Duration) Duplicate
 // originalAgeMs is how long the original has been in flight.
 func pending(lockID string, retryAfter, age time.Duration) Answer {
 	ms := age.Milliseconds()
-	return Answer{Status: http.StatusOK, RetryAfter: max(retryAfter, time.Second), Body: DuplicateAnswer{
+	return Answer{Status: http.StatusOK, RetryAfter: max(retryAfter, time.Second), Pending: true, Body: DuplicateAnswer{
 		Success: true, Status: StatusPending, DuplicateOnly: true, Pending: true, OriginalAgeMs: &ms, LockID: lockID,
 		DuplicateMessage: "An identical request for this contact is still being processed; retry after it completes to get the original message.",
 	}}
+}
+
+// refused reports whether a message in this status reached no one by a
+// definite refusal: the answer a caller's refusedStatus applies to.
+func refused(status string) bool {
+	return status == messages.StatusFailed || status == messages.StatusSuppressed
 }

@@ -73,7 +73,11 @@ func (c Commits) Resolve(ctx context.Context, id string) (idempotency.Resolution
 		}
 		lockID := orig.DedupLockID
 		if lockID == "" {
-			lockID = guard.LockID(guard.Key{WorkspaceID: orig.WorkspaceID, Phone: orig.RecipientPhone, Email: orig.RecipientEmail, Body: orig.Body})
+			body := orig.Body
+			if orig.Test {
+				body = testGuardPrefix + body
+			}
+			lockID = guard.LockID(guard.Key{WorkspaceID: orig.WorkspaceID, Phone: orig.RecipientPhone, Email: orig.RecipientEmail, Body: body})
 		}
 		return done(http.StatusOK, duplicateOf(orig, lockID, m.CreatedAt.Sub(orig.CreatedAt)))
 	case m.Status == messages.StatusTombstone:

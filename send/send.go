@@ -54,6 +54,13 @@ type Options struct {
 	DefaultRegion string
 	// Metrics, optional, observes outcomes.
 	Metrics Metrics
+	// TestSender sends every message of a test key (mk_test_…): the log
+	// provider, which reaches no one. Without it test keys cannot send.
+	TestSender Sender
+	// SendTimeout is the timeout of a provider call: a pending answer's
+	// Retry-After is what is left of it for the original (at least 1 s).
+	// Zero: the guard's estimate (the holder's lease).
+	SendTimeout time.Duration
 	// Lifetime ends when the process gives up on in-flight work (the
 	// shutdown timeout has passed): outcome writes stop retrying then.
 	// Default: never.
@@ -143,8 +150,13 @@ func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte,
 		lead = &l
 	}
 	snd, ok := o.Senders[req.Channel]
+	if ws.TestKey {
+		// A test key runs the whole path (guard, key, events) and never
+		// reaches a provider.
+		snd, ok = o.TestSender, o.TestSender != nil
+	}
 	if !ok {
-		return Answer{}, fmt.Errorf("no sender configured for channel %s", req.Channel)
+		return Answer{}, fmt.Errorf("no sender configured for channel %s (test key: %v)", req.Channel, ws.TestKey)
 	}
 
 	phone, email := req.DeliveryAddress()
@@ -171,7 +183,14 @@ func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte,
 	// claimed (a keyed request's claim already names it), and the insert
 	// of the message under it is the commit point: see commit.go.
 	limits := guard.Limits{Window: ws.DedupWindow(o.Guard.Window()), Wait: ws.DedupWait(o.Guard.Wait())}
-	d, err := o.Guard.AcquireWith(ctx, guard.Key{WorkspaceID: ws.ID, Phone: phone, Email: email, Body: req.Body}, msgID, limits)
+	gk := guard.Key{WorkspaceID: ws.ID, Phone: phone, Email: email, Body: req.Body}
+	if ws.TestKey {
+		// Test sends guard among themselves: a test must not make the
+		// live send of the same text a duplicate of a message that
+		// reached no one (nor the other way round).
+		gk.Body = testGuardPrefix + gk.Body
+	}
+	d, err := o.Guard.AcquireWith(ctx, gk, msgID, limits)
 	if err != nil {
 		return Answer{}, err
 	}
@@ -190,12 +209,18 @@ func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte,
 		s.metricDuplicate(d.Mode)
 		m, _ := d.Sibling.Doc.(messages.Message)
 		s.recordDuplicate(ctx, ws.ID, msgID, d.LockID, m)
-		return Answer{Status: http.StatusOK, Body: duplicateOf(m, d.LockID, d.SiblingAge), SendStage: true}, nil
+		return Answer{Status: http.StatusOK, Body: duplicateOf(m, d.LockID, d.SiblingAge), SendStage: true, Refused: refused(m.Status)}, nil
 	case guard.Pending:
 		// Not stored under an Idempotency-Key: a retry with the key must
 		// get the original once it is written, not this placeholder.
 		s.metricDuplicate("pending")
-		return pending(d.LockID, d.RetryAfter, d.SiblingAge), nil
+		retry := d.RetryAfter
+		if o.SendTimeout > 0 {
+			// Honest: the original should be done when its provider call's
+			// timeout has passed, not when its lease ends.
+			retry = o.SendTimeout - d.SiblingAge
+		}
+		return pending(d.LockID, retry, d.SiblingAge), nil
 	}
 
 	// Won (or Unguarded: the guard's store failed and we send without it).
@@ -252,7 +277,7 @@ func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte,
 		Channel: req.Channel, Direction: "outbound",
 		RecipientPhone: phone, RecipientEmail: email,
 		Body: req.Body, Subject: req.Subject, Attachments: req.Attachments, Metadata: req.Metadata,
-		Status: messages.StatusSending, Provider: snd.Name(), CRM: lead.CRM, LeadCreated: created,
+		Status: messages.StatusSending, Provider: snd.Name(), CRM: lead.CRM, LeadCreated: created, Test: ws.TestKey,
 	}
 	if d.Outcome == guard.Won {
 		m.DedupLockID = d.LockID
@@ -296,7 +321,7 @@ func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte,
 	if created {
 		status = http.StatusCreated
 	}
-	return Answer{Status: status, Body: sentOf(*m, lead.ID, lead.CRM), SendStage: true}, nil
+	return Answer{Status: status, Body: sentOf(*m, lead.ID, lead.CRM), SendStage: true, Refused: refused(m.Status)}, nil
 }
 
 // suppress answers a send to a suppressed recipient: its message is
@@ -326,7 +351,7 @@ func (s *Service) suppress(ctx context.Context, ws workspace.Workspace, req Requ
 		Body: req.Body, Subject: req.Subject, Attachments: req.Attachments, Metadata: req.Metadata,
 		Status: messages.StatusSuppressed, ErrorCode: sender.CodeOptedOut,
 		Error: "not sent: the recipient is on the suppression list (source " + source + ")",
-		CRM:   lead.CRM, LeadCreated: created,
+		CRM:   lead.CRM, LeadCreated: created, Test: ws.TestKey,
 	}
 	if o.OnSuppressed != nil {
 		m.CreatedAt, m.UpdatedAt = time.Now().UTC(), time.Now().UTC()
@@ -353,8 +378,12 @@ func (s *Service) suppress(ctx context.Context, ws workspace.Workspace, req Requ
 	if created {
 		status = http.StatusCreated
 	}
-	return Answer{Status: status, Body: sentOf(*m, lead.ID, lead.CRM), SendStage: true}, nil
+	return Answer{Status: status, Body: sentOf(*m, lead.ID, lead.CRM), SendStage: true, Refused: true}, nil
 }
+
+// testGuardPrefix separates test sends' dedup locks from live ones (a NUL
+// never starts a valid body).
+const testGuardPrefix = "\x00test\x00"
 
 // InFlight lists the messages written but whose outcome is not recorded
 // yet, as "workspaceId/messageId": what a shutdown that runs out of time

@@ -103,6 +103,8 @@ func TestContract(t *testing.T) {
 
 		keys := "/admin/workspaces/" + ws + "/keys"
 		wantStatus(t, c.do(t, a, call{method: "POST", path: keys, token: admin}), 201)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: keys, token: admin, body: `{"test":true}`}), 201)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: keys, token: admin, body: `{"test":"yes"}`}), 400)
 		wantStatus(t, c.do(t, a, call{method: "POST", path: "/admin/workspaces/ws_nope/keys", token: admin}), 404)
 		wantStatus(t, c.do(t, a, call{method: "POST", path: keys}), 401)
 		wantStatus(t, c.do(t, off, call{method: "POST", path: keys, token: admin}), 404)

@@ -23,6 +23,15 @@ import (
 // scanners) and a key pasted into the wrong header is easy to spot.
 const KeyPrefix = "mk_"
 
+// TestKeyPrefix starts a test key: every send through it runs the whole
+// send path on the log provider and reaches no one (README: Test keys).
+// The prefix is part of the key, which only its hash identifies, so it
+// cannot be added to a live key.
+const TestKeyPrefix = "mk_test_"
+
+// IsTestKey reports whether key is a test key.
+func IsTestKey(key string) bool { return strings.HasPrefix(key, TestKeyPrefix) }
+
 const (
 	// NegativeTTL and NegativeSize bound the negative caches (unknown keys,
 	// unknown webhook workspace ids). Keys and workspace ids are random and
@@ -53,6 +62,7 @@ type Key struct {
 	Prefix     string
 	CreatedAt  time.Time
 	LastUsedAt *time.Time // nil: never used (or not since lastUsedAt exists)
+	Test       bool       // a test key (mk_test_…)
 }
 
 // apiKey is the stored document. keyId and prefix are absent on keys made
@@ -66,6 +76,7 @@ type apiKey struct {
 	WorkspaceID string     `bson:"workspaceId"`
 	CreatedAt   time.Time  `bson:"createdAt"`
 	LastUsedAt  *time.Time `bson:"lastUsedAt,omitempty"`
+	Test        bool       `bson:"test,omitempty"`
 }
 
 func (k apiKey) public() Key {
@@ -73,7 +84,7 @@ func (k apiKey) public() Key {
 	if id == "" {
 		id = KeyID(k.Hash)
 	}
-	return Key{ID: id, WorkspaceID: k.WorkspaceID, Prefix: k.Prefix, CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt}
+	return Key{ID: id, WorkspaceID: k.WorkspaceID, Prefix: k.Prefix, CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt, Test: k.Test}
 }
 
 var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
@@ -102,20 +113,25 @@ func HashKey(key string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// NewKey adds an API key to an existing workspace.
-func (s *Store) NewKey(ctx context.Context, workspaceID string) (string, error) {
+// NewKey adds an API key to an existing workspace; test makes it a test
+// key (mk_test_…).
+func (s *Store) NewKey(ctx context.Context, workspaceID string, test bool) (string, error) {
 	if _, err := s.Get(ctx, workspaceID); err != nil {
 		return "", err
 	}
-	return s.addKey(ctx, workspaceID)
+	return s.addKey(ctx, workspaceID, test)
 }
 
-func (s *Store) addKey(ctx context.Context, workspaceID string) (string, error) {
+func (s *Store) addKey(ctx context.Context, workspaceID string, test bool) (string, error) {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
-	key := KeyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+	prefix := KeyPrefix
+	if test {
+		prefix = TestKeyPrefix
+	}
+	key := prefix + base64.RawURLEncoding.EncodeToString(b[:])
 	h := HashKey(key)
-	doc := apiKey{Hash: h, KeyID: KeyID(h), Prefix: Prefix(key), WorkspaceID: workspaceID,
+	doc := apiKey{Hash: h, KeyID: KeyID(h), Prefix: Prefix(key), WorkspaceID: workspaceID, Test: test,
 		CreatedAt: s.now().UTC().Truncate(time.Millisecond)}
 	if _, err := s.keys.InsertOne(ctx, doc); err != nil {
 		return "", msgapi.Unavailable(fmt.Errorf("insert api key: %w", err))
@@ -205,7 +221,7 @@ func (s *Store) Authenticate(ctx context.Context, key string) (Workspace, error)
 		ws := c.ws
 		s.touchIfDue(h, key, c, now)
 		s.mu.Unlock()
-		return usable(ws)
+		return usable(ws, key)
 	}
 	s.mu.Unlock()
 
@@ -218,13 +234,14 @@ func (s *Store) Authenticate(ctx context.Context, key string) (Workspace, error)
 		s.touchIfDue(h, key, c, now)
 	}
 	s.mu.Unlock()
-	return usable(f.ws)
+	return usable(f.ws, key)
 }
 
-func usable(ws Workspace) (Workspace, error) {
+func usable(ws Workspace, key string) (Workspace, error) {
 	if ws.Disabled {
 		return Workspace{}, errDisabled
 	}
+	ws.TestKey = IsTestKey(key)
 	return ws, nil
 }
 

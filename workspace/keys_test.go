@@ -75,7 +75,7 @@ func TestRevocationReachesEveryProcessWithinTheTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := admin.NewKey(ctx, ws.ID)
+	other, err := admin.NewKey(ctx, ws.ID, false)
 	if err != nil {
 		t.Fatal(err)
 	}

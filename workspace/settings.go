@@ -28,6 +28,10 @@ type Settings struct {
 	// STOP through the channel's sender; empty sends none (the provider
 	// replies itself, as Twilio does on its numbers).
 	OptOutReply string `bson:"optOutReply,omitempty"`
+	// The answer profile (answers.go): explicit statuses over a preset.
+	PendingStatus int    `bson:"pendingStatus,omitempty"`
+	RefusedStatus int    `bson:"refusedStatus,omitempty"`
+	AnswerProfile string `bson:"answerProfile,omitempty"`
 }
 
 // MaxOptOutReply bounds the confirmation text: two SMS segments.
@@ -170,8 +174,29 @@ func ParseSettingsPatch(body []byte) (SettingsPatch, error) {
 				continue
 			}
 			p.set = append(p.set, bson.E{Key: "settings.optOutReply", Value: t})
+		case "pendingStatus", "refusedStatus":
+			allowed := PendingStatuses
+			if name == "refusedStatus" {
+				allowed = RefusedStatuses
+			}
+			var n int
+			if json.Unmarshal(raw, &n) != nil || !slices.Contains(allowed, n) {
+				fail(name, fmt.Sprintf("one of %v, or null for the server's default", allowed))
+				continue
+			}
+			p.set = append(p.set, bson.E{Key: "settings." + name, Value: n})
+		case "answerProfile":
+			var s string
+			if json.Unmarshal(raw, &s) != nil {
+				s = "\x00"
+			}
+			if _, ok := Presets[s]; !ok {
+				fail(name, "one of "+presetList()+", or null for the server's default")
+				continue
+			}
+			p.set = append(p.set, bson.E{Key: "settings.answerProfile", Value: s})
 		default:
-			fail(name, "unknown setting (dedupWindow, dedupWait, rateLimit, defaultRegion, optOutReply)")
+			fail(name, "unknown setting (dedupWindow, dedupWait, rateLimit, defaultRegion, optOutReply, pendingStatus, refusedStatus, answerProfile)")
 		}
 	}
 	if len(bad) > 0 {
@@ -181,7 +206,8 @@ func ParseSettingsPatch(body []byte) (SettingsPatch, error) {
 	return p, nil
 }
 
-var settingFields = map[string]struct{}{"dedupWindow": {}, "dedupWait": {}, "rateLimit": {}, "defaultRegion": {}, "optOutReply": {}}
+var settingFields = map[string]struct{}{"dedupWindow": {}, "dedupWait": {}, "rateLimit": {}, "defaultRegion": {}, "optOutReply": {},
+	"pendingStatus": {}, "refusedStatus": {}, "answerProfile": {}}
 
 // duration parses a JSON string such as "15m" within [lo, hi].
 func duration(raw json.RawMessage, lo, hi time.Duration) (time.Duration, string) {

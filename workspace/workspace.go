@@ -53,6 +53,8 @@ type Workspace struct {
 	// telegram, email) as stored: sealed when a keyring is configured, so
 	// read them with Store.Secret. Never returned by the API.
 	Secrets map[string]string `bson:"secrets,omitempty" json:"-"`
+	// TestKey: the request authenticated with a test key (never stored).
+	TestKey bool `bson:"-" json:"-"`
 }
 
 // Options configure New.
@@ -126,7 +128,7 @@ func (s *Store) Create(ctx context.Context, name string) (Workspace, string, err
 	if _, err := s.workspaces.InsertOne(ctx, ws); err != nil {
 		return Workspace{}, "", msgapi.Unavailable(fmt.Errorf("insert workspace: %w", err))
 	}
-	key, err := s.addKey(ctx, ws.ID)
+	key, err := s.addKey(ctx, ws.ID, false)
 	if err != nil {
 		return Workspace{}, "", err
 	}

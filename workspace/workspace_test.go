@@ -90,7 +90,7 @@ func TestKeysAreHashedAndAuthenticate(t *testing.T) {
 
 func TestNewKeyForUnknownWorkspace(t *testing.T) {
 	st := storetest.New(t, workspace.Collections...)
-	if _, err := workspace.NewStore(st, 0).NewKey(context.Background(), "ws_nope"); msgapi.ErrorCode(err) != msgapi.CodeNotFound {
+	if _, err := workspace.NewStore(st, 0).NewKey(context.Background(), "ws_nope", false); msgapi.ErrorCode(err) != msgapi.CodeNotFound {
 		t.Errorf("NewKey for an unknown workspace = %v, want not found", err)
 	}
 }

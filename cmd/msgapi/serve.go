@@ -316,6 +316,9 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 		OutcomeAfter: c.sendTimeout + c.outcomeMargin,
 		Metrics:      met,
 		Limiter:      limiter, RateLimit: c.rateLimit,
+		SendTimeout: c.sendTimeout,
+		TestSender:  sender.NewLog(log.With().Bool("testKey", true).Logger(), 0),
+		PublicURL:   v.str("MSGAPI_PUBLIC_URL"),
 	})
 	if err != nil {
 		return err
