@@ -33,6 +33,7 @@ import (
 	keyring "github.com/msgapi/msgapi/secrets"
 	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/store/storetest"
+	"github.com/msgapi/msgapi/vendorsig"
 	"github.com/msgapi/msgapi/workspace"
 )
 
@@ -275,7 +276,7 @@ func sign(req *http.Request, d delivery, secret, calledURL string) {
 			u = d.signedURL
 		}
 		params, _ := url.ParseQuery(string(d.body))
-		req.Header.Set("X-Twilio-Signature", base64.StdEncoding.EncodeToString(inbound.TwilioSignature(secret, u, params)))
+		req.Header.Set("X-Twilio-Signature", base64.StdEncoding.EncodeToString(vendorsig.TwilioSignature(secret, u, params)))
 	case inbound.ChannelTelegram:
 		req.Header.Set("X-Telegram-Bot-Api-Secret-Token", secret)
 	case inbound.ChannelEmail:

@@ -34,7 +34,6 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strings"
 	"time"
 
@@ -48,6 +47,7 @@ import (
 	"github.com/msgapi/msgapi/events"
 	"github.com/msgapi/msgapi/messages"
 	"github.com/msgapi/msgapi/store"
+	"github.com/msgapi/msgapi/vendorsig"
 	"github.com/msgapi/msgapi/workspace"
 )
 
@@ -65,8 +65,6 @@ const (
 	MaxBody = 1 << 20
 	// KeyTTL is how long a dedup key lives: the longest vendor retry window.
 	KeyTTL = 24 * time.Hour
-	// SlackTolerance is how far a Slack request timestamp may be from now.
-	SlackTolerance = 5 * time.Minute
 	// redisTimeout bounds every fast-path call, so an unreachable Redis
 	// costs a delivery at most this much.
 	redisTimeout = 250 * time.Millisecond
@@ -235,8 +233,8 @@ func (h *Handler) Receive(c echo.Context) error {
 		log.Warn().Str("event", events.InboundSignatureInvalid).Str("reason", reason).Msg("inbound webhook refused: bad signature")
 		return errSignature
 	}
-	if ch == ChannelEmail && !usesStandard(r.Header) {
-		log.Warn().Str("event", events.InboundSignatureDeprecated).Str("header", headerRelaySignature).
+	if ch == ChannelEmail && !vendorsig.UsesStandard(r.Header) {
+		log.Warn().Str("event", events.InboundSignatureDeprecated).Str("header", vendorsig.HeaderRelaySignature).
 			Msg("email relay signed with the deprecated X-Msgapi-Signature; sign with webhook-signature (Standard Webhooks)")
 	}
 
@@ -305,81 +303,6 @@ func readBody(c echo.Context) ([]byte, error) {
 // requestURL is the URL the vendor called: PublicBaseURL when set, else the
 // scheme and host the client saw (X-Forwarded-Proto / X-Forwarded-Host from
 // a trusted proxy, else the connection's), plus the request URI as sent.
-func (h *Handler) requestURL(r *http.Request) string { return RequestURL(r, h.publicBase, h.proxies) }
-
-// RequestURL is the URL a vendor called: publicBase ("https://api.example.com")
-// when set, else the scheme and host the client saw — X-Forwarded-Proto and
-// X-Forwarded-Host only from a peer in proxies — plus the request URI
-// exactly as sent.
-func RequestURL(r *http.Request, publicBase string, proxies []netip.Prefix) string {
-	uri := r.RequestURI
-	if uri == "" {
-		uri = r.URL.RequestURI()
-	}
-	if publicBase != "" {
-		return strings.TrimRight(publicBase, "/") + uri
-	}
-	var scheme, host string
-	if trustedPeer(r, proxies) {
-		scheme = firstValue(r.Header.Get("X-Forwarded-Proto"))
-		host = firstValue(r.Header.Get("X-Forwarded-Host"))
-	}
-	if scheme == "" {
-		scheme = "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-	}
-	if host == "" {
-		host = r.Host
-	}
-	return (&url.URL{Scheme: strings.ToLower(scheme), Host: host}).String() + uri
-}
-
-// trustedPeer reports whether the connection comes from a trusted proxy.
-func trustedPeer(r *http.Request, proxies []netip.Prefix) bool {
-	if len(proxies) == 0 {
-		return false
-	}
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	ip := ap.Addr().Unmap()
-	for _, p := range proxies {
-		if p.Contains(ip) {
-			return true
-		}
-	}
-	return false
-}
-
-// ParseProxies reads a comma-separated list of CIDRs or single addresses
-// (MSGAPI_TRUSTED_PROXIES).
-func ParseProxies(list string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, f := range strings.Split(list, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		if p, err := netip.ParsePrefix(f); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(f)
-		if err != nil {
-			return nil, fmt.Errorf("%q is neither a CIDR (10.0.0.0/8) nor an IP address", f)
-		}
-		a = a.Unmap()
-		out = append(out, netip.PrefixFrom(a, a.BitLen()))
-	}
-	return out, nil
-}
-
-// firstValue is the first of a comma-separated proxy header: the one the
-// outermost proxy, which the vendor talked to, set.
-func firstValue(v string) string {
-	first, _, _ := strings.Cut(v, ",")
-	return strings.TrimSpace(first)
+func (h *Handler) requestURL(r *http.Request) string {
+	return vendorsig.RequestURL(r, h.publicBase, h.proxies)
 }

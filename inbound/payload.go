@@ -16,6 +16,7 @@ import (
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/contact"
 	"github.com/msgapi/msgapi/messages"
+	"github.com/msgapi/msgapi/vendorsig"
 )
 
 // event is one delivery, parsed: the vendor's dedup key and what becomes the
@@ -165,7 +166,7 @@ func parseSlack(body []byte) (event, error) {
 // Twilio messaging webhook: a form POST with MessageSid, From, To, Body,
 // NumMedia and MediaUrl{i} / MediaContentType{i}.
 func parseTwilio(contentType string, body []byte) (event, error) {
-	if !isForm(contentType) {
+	if !vendorsig.IsForm(contentType) {
 		return event{}, msgapi.Errorf(msgapi.CodeUnsupportedMedia, "Twilio webhooks must be application/x-www-form-urlencoded")
 	}
 	p, err := url.ParseQuery(string(body))

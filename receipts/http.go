@@ -15,9 +15,9 @@ import (
 
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/events"
-	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/messages"
 	"github.com/msgapi/msgapi/stdwebhook"
+	"github.com/msgapi/msgapi/vendorsig"
 )
 
 // Routes of the receipts. TwilioPath is what sender.Twilio puts in each
@@ -48,7 +48,7 @@ func (h *Handler) Twilio(c echo.Context) error {
 		return err
 	}
 	log := zerolog.Ctx(r.Context())
-	if !inbound.TwilioValid(h.opts.TwilioAuthToken, r.Header, inbound.RequestURL(r, h.opts.PublicBaseURL, h.opts.TrustedProxies), body) {
+	if !vendorsig.TwilioValid(h.opts.TwilioAuthToken, r.Header, vendorsig.RequestURL(r, h.opts.PublicBaseURL, h.opts.TrustedProxies), body) {
 		log.Warn().Str("event", events.ReceiptSignatureInvalid).Str("provider", "twilio").Msg("delivery receipt refused: bad signature")
 		return errSignature
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"github.com/msgapi/msgapi/inbound"
+	"github.com/msgapi/msgapi/vendorsig"
 )
 
 // optOutTwilio is Twilio's Messages API as msgapi calls it: it counts every
@@ -109,7 +109,7 @@ func twilioInbound(t *testing.T, p *proc, wsID, sid, from, body string) int {
 	form := url.Values{"MessageSid": {sid}, "From": {from}, "To": {"+15550109999"}, "Body": {body}, "NumMedia": {"0"}}
 	// MSGAPI_PUBLIC_URL is a's origin: every process checks the signature
 	// against the URL Twilio was given.
-	sig := base64.StdEncoding.EncodeToString(inbound.TwilioSignature(consentTwilioSecret, p.publicURL+path, form))
+	sig := base64.StdEncoding.EncodeToString(vendorsig.TwilioSignature(consentTwilioSecret, p.publicURL+path, form))
 	req, _ := http.NewRequest(http.MethodPost, p.url+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("X-Twilio-Signature", sig)

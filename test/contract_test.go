@@ -24,11 +24,11 @@ import (
 	"github.com/msgapi/msgapi/consent"
 	"github.com/msgapi/msgapi/guard"
 	"github.com/msgapi/msgapi/idempotency"
-	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/messages"
 	"github.com/msgapi/msgapi/openapi"
 	"github.com/msgapi/msgapi/receipts"
 	"github.com/msgapi/msgapi/stdwebhook"
+	"github.com/msgapi/msgapi/vendorsig"
 )
 
 // TestContract drives the real binary through every operation and every
@@ -336,14 +336,14 @@ func TestContract(t *testing.T) {
 		challenge := `{"type":"url_verification","challenge":"contract-challenge"}`
 		ts := strconv.FormatInt(time.Now().Unix(), 10)
 		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/webhooks/" + ws + "/slack", body: challenge, header: map[string]string{
-			"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": "v0=" + hex.EncodeToString(inbound.SlackSignature("slack-secret", ts, []byte(challenge))),
+			"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": "v0=" + hex.EncodeToString(vendorsig.SlackSignature("slack-secret", ts, []byte(challenge))),
 		}}), 200)
 
 		// Twilio gets TwiML.
 		wantStatus(t, c.do(t, a, call{method: "PUT", path: "/admin/workspaces/" + ws + "/secrets/twilio", token: admin, body: `{"secret":"twilio-token"}`}), 204)
 		form := url.Values{"MessageSid": {"SM-contract-1"}, "From": {"+15550100099"}, "To": {"+15550100000"}, "Body": {"Hi"}}
 		path := "/api/webhooks/" + ws + "/twilio"
-		sig := inbound.TwilioSignature("twilio-token", a.url+path, form)
+		sig := vendorsig.TwilioSignature("twilio-token", a.url+path, form)
 		wantStatus(t, c.do(t, a, call{method: "POST", path: path, body: form.Encode(), contentType: "application/x-www-form-urlencoded",
 			header: map[string]string{"X-Twilio-Signature": base64.StdEncoding.EncodeToString(sig)}}), 200)
 	})
@@ -513,7 +513,7 @@ func TestContract(t *testing.T) {
 		if status == "" {
 			form.Del("MessageStatus")
 		}
-		sig := base64.StdEncoding.EncodeToString(inbound.TwilioSignature(token, p.url+path, form))
+		sig := base64.StdEncoding.EncodeToString(vendorsig.TwilioSignature(token, p.url+path, form))
 		return call{method: "POST", path: path, body: form.Encode(), contentType: "application/x-www-form-urlencoded", header: map[string]string{"X-Twilio-Signature": sig}}
 	}
 	relayReceipt := func(body, secret string) call {

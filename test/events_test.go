@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/notify"
 	"github.com/msgapi/msgapi/receipts"
 	"github.com/msgapi/msgapi/stdwebhook"
+	"github.com/msgapi/msgapi/vendorsig"
 )
 
 // hookHit is one request the workspace's endpoint got.
@@ -219,7 +219,7 @@ func TestEventWebhooksAcrossACrash(t *testing.T) {
 		}
 		path := "/api/webhooks/" + ws + "/twilio"
 		form := url.Values{"MessageSid": {"SMinbound0001"}, "From": {"+15550100042"}, "To": {"+15550009999"}, "Body": {"Hi back"}}
-		sig := base64.StdEncoding.EncodeToString(inbound.TwilioSignature("inbound-token", public+path, form))
+		sig := base64.StdEncoding.EncodeToString(vendorsig.TwilioSignature("inbound-token", public+path, form))
 		var wg sync.WaitGroup
 		for range 3 {
 			wg.Go(func() {
@@ -259,7 +259,7 @@ func TestEventWebhooksAcrossACrash(t *testing.T) {
 			if status == "delivered" {
 				form.Set("RawDlrDoneDate", "2612031015")
 			}
-			sig := base64.StdEncoding.EncodeToString(inbound.TwilioSignature("twilio-auth-token", cb[0], form))
+			sig := base64.StdEncoding.EncodeToString(vendorsig.TwilioSignature("twilio-auth-token", cb[0], form))
 			req, _ := http.NewRequest(http.MethodPost, p2.url+strings.TrimPrefix(cb[0], public), strings.NewReader(form.Encode()))
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			req.Header.Set("X-Twilio-Signature", sig)

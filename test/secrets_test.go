@@ -18,8 +18,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/secrets"
+	"github.com/msgapi/msgapi/vendorsig"
 )
 
 func randomKey(t *testing.T) string {
@@ -48,7 +48,7 @@ func (p *proc) twilioWebhook(wsID, token, sid string) reply {
 		"AccountSid": {"AC0123456789abcdef0123456789abcdef"}, "NumMedia": {"0"}}
 	req, _ := http.NewRequest(http.MethodPost, p.url+path, strings.NewReader(params.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("X-Twilio-Signature", base64.StdEncoding.EncodeToString(inbound.TwilioSignature(token, p.url+path, params)))
+	req.Header.Set("X-Twilio-Signature", base64.StdEncoding.EncodeToString(vendorsig.TwilioSignature(token, p.url+path, params)))
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		p.t.Fatal(err)

@@ -13,10 +13,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/msgapi/msgapi/egress"
-	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/notify"
 	"github.com/msgapi/msgapi/secrets"
 	"github.com/msgapi/msgapi/store"
+	"github.com/msgapi/msgapi/vendorsig"
 	"github.com/msgapi/msgapi/workspace"
 )
 
@@ -39,7 +39,7 @@ func securitySettings(v values, c *config, errs *[]string) {
 		*errs = append(*errs, err.Error())
 	}
 	c.keyring = kr
-	proxies, err := inbound.ParseProxies(v.str("MSGAPI_TRUSTED_PROXIES"))
+	proxies, err := vendorsig.ParseProxies(v.str("MSGAPI_TRUSTED_PROXIES"))
 	if err != nil {
 		*errs = append(*errs, "MSGAPI_TRUSTED_PROXIES: "+err.Error())
 	}

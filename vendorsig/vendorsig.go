@@ -1,4 +1,14 @@
-package inbound
+// Package vendorsig checks the signatures vendors put on the calls they make
+// to msgapi: Slack's v0 signing secret (with its 5-minute timestamp
+// tolerance), Twilio's X-Twilio-Signature over the URL it called and the
+// form, Telegram's secret token, and the email relay's Standard Webhooks
+// signature (or its deprecated X-Msgapi-Signature). Inbound webhooks
+// (package inbound) and delivery receipts (package receipts) both use it;
+// RequestURL is the URL a vendor signed, as seen behind trusted proxies.
+//
+// Each check returns "" for a valid call or a short reason for the log;
+// every comparison is constant-time.
+package vendorsig
 
 import (
 	"crypto/hmac"
@@ -8,8 +18,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"sort"
 	"strconv"
@@ -18,6 +30,12 @@ import (
 
 	"github.com/msgapi/msgapi/stdwebhook"
 )
+
+// SlackTolerance is how far a Slack request timestamp may be from now.
+const SlackTolerance = 5 * time.Minute
+
+// HeaderRelaySignature is the email relay's deprecated signature header.
+const HeaderRelaySignature = headerRelaySignature
 
 // Signature headers.
 const (
@@ -28,8 +46,6 @@ const (
 	headerRelaySignature    = "X-Msgapi-Signature"
 	slackVersion            = "v0"
 	relaySignaturePrefix    = "sha256="
-	reasonNoSecret          = "no secret configured for this workspace and channel"
-	reasonUnknownWorkspace  = "unknown workspace"
 	reasonMissing           = "signature header missing"
 	reasonMalformed         = "signature header malformed"
 	reasonMismatch          = "signature does not match"
@@ -40,32 +56,10 @@ const (
 	reasonBadSecret         = "the workspace's secret for this channel is not a usable whsec_ secret"
 )
 
-// verify checks the vendor's signature over the raw body and returns why it
-// failed, or "" when it is valid. Every comparison is constant-time.
-func (h *Handler) verify(ch, secret string, r *http.Request, body []byte) string {
-	if secret == "" {
-		return reasonNoSecret
-	}
-	switch ch {
-	case ChannelSlack:
-		return verifySlack(secret, r.Header, body, h.now())
-	case ChannelTwilio:
-		return verifyTwilio(secret, r.Header, h.requestURL(r), body)
-	case ChannelTelegram:
-		return verifyTelegram(secret, r.Header)
-	case ChannelEmail:
-		if usesStandard(r.Header) {
-			return verifyStandard(secret, r.Header, body, h.now())
-		}
-		return verifyRelay(secret, r.Header, body)
-	}
-	return reasonNoSecret
-}
-
-// verifySlack: v0=hex(HMAC-SHA256(secret, "v0:{timestamp}:{body}")), and the
+// Slack: v0=hex(HMAC-SHA256(secret, "v0:{timestamp}:{body}")), and the
 // timestamp within SlackTolerance of now (a captured request cannot be
 // replayed later).
-func verifySlack(secret string, hd http.Header, body []byte, now time.Time) string {
+func Slack(secret string, hd http.Header, body []byte, now time.Time) string {
 	sig := hd.Get(headerSlackSignature)
 	if sig == "" {
 		return reasonMissing
@@ -100,11 +94,11 @@ func SlackSignature(secret, timestamp string, body []byte) []byte {
 	return m.Sum(nil)
 }
 
-// verifyTwilio: base64(HMAC-SHA1(auth token, URL + each POST parameter,
+// Twilio: base64(HMAC-SHA1(auth token, URL + each POST parameter,
 // sorted by name, as name+value)). Like Twilio's own validators, the URL is
 // also tried with its default port added or removed, because Twilio signs
 // whichever form was configured and proxies disagree about ports.
-func verifyTwilio(secret string, hd http.Header, rawURL string, body []byte) string {
+func Twilio(secret string, hd http.Header, rawURL string, body []byte) string {
 	sig := hd.Get(headerTwilioSignature)
 	if sig == "" {
 		return reasonMissing
@@ -113,7 +107,7 @@ func verifyTwilio(secret string, hd http.Header, rawURL string, body []byte) str
 	if err != nil {
 		return reasonMalformed
 	}
-	if !isForm(hd.Get("Content-Type")) {
+	if !IsForm(hd.Get("Content-Type")) {
 		return reasonTwilioContentType
 	}
 	params, err := url.ParseQuery(string(body))
@@ -135,7 +129,7 @@ func verifyTwilio(secret string, hd http.Header, rawURL string, body []byte) str
 // TwilioValid reports whether a form POST to fullURL carries a valid
 // X-Twilio-Signature for authToken (delivery receipts use it too).
 func TwilioValid(authToken string, hd http.Header, fullURL string, body []byte) bool {
-	return authToken != "" && verifyTwilio(authToken, hd, fullURL, body) == ""
+	return authToken != "" && Twilio(authToken, hd, fullURL, body) == ""
 }
 
 // TwilioSignature is the raw MAC Twilio sends (base64-encoded) for a form
@@ -190,9 +184,9 @@ func urlVariants(rawURL string) []string {
 	return []string{rawURL, alt.String()}
 }
 
-// verifyTelegram: the secret_token given to setWebhook, sent verbatim.
+// Telegram: the secret_token given to setWebhook, sent verbatim.
 // Both sides are hashed first so the comparison does not leak the length.
-func verifyTelegram(secret string, hd http.Header) string {
+func Telegram(secret string, hd http.Header) string {
 	got := hd.Get(headerTelegramSecret)
 	if got == "" {
 		return reasonMissing
@@ -204,17 +198,17 @@ func verifyTelegram(secret string, hd http.Header) string {
 	return ""
 }
 
-// usesStandard reports whether a call is signed under Standard Webhooks. Any
+// UsesStandard reports whether a call is signed under Standard Webhooks. Any
 // one of its headers selects it, so a call cannot fall back to the weaker
 // legacy scheme by sending a bad standard signature next to a legacy one.
-func usesStandard(hd http.Header) bool {
+func UsesStandard(hd http.Header) bool {
 	return hd.Get(stdwebhook.HeaderSignature) != "" || hd.Get(stdwebhook.HeaderID) != "" || hd.Get(stdwebhook.HeaderTimestamp) != ""
 }
 
-// verifyStandard: the relay signs as msgapi's own webhook provider does
+// Standard: the relay signs as msgapi's own webhook provider does
 // (package stdwebhook), with the workspace's email secret: whsec_ + base64
 // of the key, or a legacy string whose UTF-8 bytes are the key.
-func verifyStandard(secret string, hd http.Header, body []byte, now time.Time) string {
+func Standard(secret string, hd http.Header, body []byte, now time.Time) string {
 	key, err := stdwebhook.ParseSecret(secret)
 	if err != nil {
 		return reasonBadSecret
@@ -233,12 +227,12 @@ func verifyStandard(secret string, hd http.Header, body []byte, now time.Time) s
 	return reasonMismatch
 }
 
-// verifyRelay: X-Msgapi-Signature: sha256=hex(HMAC-SHA256(secret, body)),
+// LegacyRelay: X-Msgapi-Signature: sha256=hex(HMAC-SHA256(secret, body)),
 // keyed with the secret string as stored. Deprecated: it has no timestamp,
 // so a captured call replays (the Message-ID dedup makes a replay a no-op,
 // but nothing else stops it); accepted for one more release and logged as
 // inbound.signature_deprecated.
-func verifyRelay(secret string, hd http.Header, body []byte) string {
+func LegacyRelay(secret string, hd http.Header, body []byte) string {
 	sig := hd.Get(headerRelaySignature)
 	if sig == "" {
 		return reasonMissing
@@ -264,7 +258,86 @@ func RelaySignature(secret string, body []byte) []byte {
 	return m.Sum(nil)
 }
 
-func isForm(contentType string) bool {
+// IsForm reports whether contentType is a form body
+// (application/x-www-form-urlencoded).
+func IsForm(contentType string) bool {
 	mt, _, _ := strings.Cut(contentType, ";")
 	return strings.EqualFold(strings.TrimSpace(mt), "application/x-www-form-urlencoded")
+}
+
+// RequestURL is the URL a vendor called: publicBase ("https://api.example.com")
+// when set, else the scheme and host the client saw — X-Forwarded-Proto and
+// X-Forwarded-Host only from a peer in proxies — plus the request URI
+// exactly as sent.
+func RequestURL(r *http.Request, publicBase string, proxies []netip.Prefix) string {
+	uri := r.RequestURI
+	if uri == "" {
+		uri = r.URL.RequestURI()
+	}
+	if publicBase != "" {
+		return strings.TrimRight(publicBase, "/") + uri
+	}
+	var scheme, host string
+	if trustedPeer(r, proxies) {
+		scheme = firstValue(r.Header.Get("X-Forwarded-Proto"))
+		host = firstValue(r.Header.Get("X-Forwarded-Host"))
+	}
+	if scheme == "" {
+		scheme = "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+	}
+	if host == "" {
+		host = r.Host
+	}
+	return (&url.URL{Scheme: strings.ToLower(scheme), Host: host}).String() + uri
+}
+
+// trustedPeer reports whether the connection comes from a trusted proxy.
+func trustedPeer(r *http.Request, proxies []netip.Prefix) bool {
+	if len(proxies) == 0 {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := ap.Addr().Unmap()
+	for _, p := range proxies {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseProxies reads a comma-separated list of CIDRs or single addresses
+// (MSGAPI_TRUSTED_PROXIES).
+func ParseProxies(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither a CIDR (10.0.0.0/8) nor an IP address", f)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}
+
+// firstValue is the first of a comma-separated proxy header: the one the
+// outermost proxy, which the vendor talked to, set.
+func firstValue(v string) string {
+	first, _, _ := strings.Cut(v, ",")
+	return strings.TrimSpace(first)
 }

@@ -1,4 +1,4 @@
-package inbound
+package vendorsig
 
 import (
 	"encoding/base64"
@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -29,8 +28,8 @@ func TestSignatureVectors(t *testing.T) {
 		hd := http.Header{}
 		hd.Set(headerSlackSignature, "v0="+want)
 		hd.Set(headerSlackTimestamp, ts)
-		if r := verifySlack(secret, hd, []byte(body), time.Unix(1531420618, 0).Add(time.Minute)); r != "" {
-			t.Errorf("verifySlack(documented request) = %q, want valid", r)
+		if r := Slack(secret, hd, []byte(body), time.Unix(1531420618, 0).Add(time.Minute)); r != "" {
+			t.Errorf("Slack(documented request) = %q, want valid", r)
 		}
 	})
 	t.Run("twilio", func(t *testing.T) {
@@ -76,8 +75,8 @@ func TestVerifySlack(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := verifySlack(secret, tt.hd, body, now); got != tt.want {
-				t.Errorf("verifySlack = %q, want %q", got, tt.want)
+			if got := Slack(secret, tt.hd, body, now); got != tt.want {
+				t.Errorf("Slack = %q, want %q", got, tt.want)
 			}
 		})
 	}
@@ -103,34 +102,34 @@ func TestVerifyTwilioPortVariants(t *testing.T) {
 			hd := http.Header{}
 			hd.Set("Content-Type", "application/x-www-form-urlencoded")
 			hd.Set(headerTwilioSignature, base64.StdEncoding.EncodeToString(TwilioSignature(secret, tt.signed, params)))
-			got := verifyTwilio(secret, hd, tt.seen, []byte(body))
+			got := Twilio(secret, hd, tt.seen, []byte(body))
 			if (got == "") != tt.ok {
-				t.Errorf("verifyTwilio = %q, want ok=%v", got, tt.ok)
+				t.Errorf("Twilio = %q, want ok=%v", got, tt.ok)
 			}
 		})
 	}
 }
 
 func TestVerifyTelegramAndRelay(t *testing.T) {
-	if r := verifyTelegram("s3cret", http.Header{headerTelegramSecret: {"s3cret"}}); r != "" {
+	if r := Telegram("s3cret", http.Header{headerTelegramSecret: {"s3cret"}}); r != "" {
 		t.Errorf("telegram: right token refused: %q", r)
 	}
 	for _, tok := range []string{"s3creT", "s3cret ", "", "s3cre"} {
-		if r := verifyTelegram("s3cret", http.Header{headerTelegramSecret: {tok}}); r == "" {
+		if r := Telegram("s3cret", http.Header{headerTelegramSecret: {tok}}); r == "" {
 			t.Errorf("telegram: token %q accepted", tok)
 		}
 	}
 	body := []byte(`{"from":"a@b.example"}`)
 	good := "sha256=" + hex.EncodeToString(RelaySignature("k", body))
-	if r := verifyRelay("k", http.Header{headerRelaySignature: {good}}, body); r != "" {
+	if r := LegacyRelay("k", http.Header{headerRelaySignature: {good}}, body); r != "" {
 		t.Errorf("relay: right signature refused: %q", r)
 	}
 	for _, sig := range []string{"", good[7:], "sha256=" + hex.EncodeToString(RelaySignature("other", body)), "sha1=" + good[7:]} {
-		if r := verifyRelay("k", http.Header{headerRelaySignature: {sig}}, body); r == "" {
+		if r := LegacyRelay("k", http.Header{headerRelaySignature: {sig}}, body); r == "" {
 			t.Errorf("relay: signature %q accepted", sig)
 		}
 	}
-	if r := verifyRelay("k", http.Header{headerRelaySignature: {good}}, append(body, ' ')); r == "" {
+	if r := LegacyRelay("k", http.Header{headerRelaySignature: {good}}, append(body, ' ')); r == "" {
 		t.Error("relay: a changed body was accepted")
 	}
 }
@@ -159,15 +158,14 @@ func TestRequestURL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := &Handler{publicBase: strings.TrimRight(tt.base, "/"), proxies: tt.proxies}
 			r, _ := http.NewRequest(http.MethodPost, "http://10.0.0.1:8080/api/webhooks/ws/twilio?a=1", nil)
 			r.RequestURI = "/api/webhooks/ws/twilio?a=1"
 			r.RemoteAddr = tt.peer
 			for k, v := range tt.hd {
 				r.Header[k] = v
 			}
-			if got := h.requestURL(r); got != tt.want {
-				t.Errorf("requestURL = %q, want %q", got, tt.want)
+			if got := RequestURL(r, tt.base, tt.proxies); got != tt.want {
+				t.Errorf("RequestURL = %q, want %q", got, tt.want)
 			}
 		})
 	}
