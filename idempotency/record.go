@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/msgapi/msgapi/store"
 )
@@ -130,17 +132,39 @@ func (k *Keys) takeOver(ctx context.Context, old, next record, now time.Time) (w
 		return false, err
 	}
 	if err := k.put(ctx, next); err != nil {
-		// Our rewrite did not land (or we cannot tell): give the generation
-		// back so the next request can take it over instead of waiting for
-		// the takeover document to expire. Safe either way: if the rewrite
-		// did land, the record no longer carries old.Token.
-		_, _ = k.store.Collection(takeoversCollection).DeleteOne(context.WithoutCancel(ctx), byID(takeoverID(old.ID, old.Token)))
+		// Our rewrite did not land, or we cannot tell. Give the generation
+		// back (so the next request can take it over at once instead of
+		// waiting for the takeover document to expire) only when it
+		// certainly did not land: a rewrite that timed out may still run
+		// on the server (on MongoDB after the driver has given up; on the
+		// embedded engine it runs before any later write), and a second
+		// winner of the same generation would then have its claim
+		// overwritten by ours: two requests running under one key. An
+		// uncertain failure keeps the claim; the key answers 409 until the
+		// takeover document expires (a lease, at least a minute).
+		if definitelyNotWritten(err) {
+			_, _ = k.store.Collection(takeoversCollection).DeleteOne(context.WithoutCancel(ctx), byID(takeoverID(old.ID, old.Token)))
+		}
 		if store.IsDuplicateKey(err) {
 			return false, nil
 		}
 		return false, err
 	}
 	return true, nil
+}
+
+// definitelyNotWritten reports whether a failed write certainly changed
+// nothing: the server answered it with an error. A timeout, a cancelled
+// context or a broken connection leaves it open.
+func definitelyNotWritten(err error) bool {
+	if store.IsDuplicateKey(err) {
+		return true
+	}
+	if mongo.IsTimeout(err) || mongo.IsNetworkError(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var se mongo.ServerError
+	return errors.As(err, &se)
 }
 
 // put writes rec over the record with its _id. Only a caller that won the
