@@ -141,7 +141,7 @@ func TestCallersAnswerProfiles(t *testing.T) {
 		{"hubspot", want{429, 422, 429}},
 		{"highlevel", want{429, 422, 429}},
 		{"zapier", want{503, 422, 503}},
-		{"make", want{503, 422, 503}},
+		{"make", want{429, 422, 429}},
 		{"n8n", want{503, 422, 503}},
 	}
 	for i, tc := range cases {

@@ -37,10 +37,12 @@ var Presets = map[string]AnswerProfile{
 	"hubspot": {Pending: 429, Refused: 422},
 	// HighLevel documents retrying 429 only.
 	"highlevel": {Pending: 429, Refused: 422},
-	// Zapier Autoreplay, Make's Break handler and n8n's Retry On Fail retry
-	// any error; 503 says "not done yet, come back", 422 "will not happen".
+	// Make retries rate-limit errors by itself once the scenario stores
+	// incomplete executions; Zapier Autoreplay and n8n's Retry On Fail
+	// retry any error, where 503 says "not done yet, come back". 422 says
+	// "will not happen" to all three.
+	"make":   {Pending: 429, Refused: 422},
 	"zapier": {Pending: 503, Refused: 422},
-	"make":   {Pending: 503, Refused: 422},
 	"n8n":    {Pending: 503, Refused: 422},
 }
 
