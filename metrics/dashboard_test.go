@@ -153,6 +153,8 @@ func registered(t *testing.T) map[string]map[string]bool {
 	m.WebhookBacklog(1, 1)
 	m.StoreCommand("insert", time.Millisecond)
 	m.OutcomeLost()
+	m.ConsentChange("suppressed", "keyword")
+	m.Suppressed("sms")
 	if _, err := m.Events().Write([]byte(`{"event":"message.api.duplicate_pending","workspaceId":"ws_a"}`)); err != nil {
 		t.Fatal(err)
 	}
