@@ -842,6 +842,168 @@ func (e WebhookEndpointStatus) Valid() bool {
 	}
 }
 
+// Defines values for WorkspaceSettingsAnswerProfile.
+const (
+	WorkspaceSettingsAnswerProfileDefault   WorkspaceSettingsAnswerProfile = "default"
+	WorkspaceSettingsAnswerProfileHighlevel WorkspaceSettingsAnswerProfile = "highlevel"
+	WorkspaceSettingsAnswerProfileHubspot   WorkspaceSettingsAnswerProfile = "hubspot"
+	WorkspaceSettingsAnswerProfileMake      WorkspaceSettingsAnswerProfile = "make"
+	WorkspaceSettingsAnswerProfileN8n       WorkspaceSettingsAnswerProfile = "n8n"
+	WorkspaceSettingsAnswerProfileZapier    WorkspaceSettingsAnswerProfile = "zapier"
+)
+
+// Valid indicates whether the value is a known member of the WorkspaceSettingsAnswerProfile enum.
+func (e WorkspaceSettingsAnswerProfile) Valid() bool {
+	switch e {
+	case WorkspaceSettingsAnswerProfileDefault:
+		return true
+	case WorkspaceSettingsAnswerProfileHighlevel:
+		return true
+	case WorkspaceSettingsAnswerProfileHubspot:
+		return true
+	case WorkspaceSettingsAnswerProfileMake:
+		return true
+	case WorkspaceSettingsAnswerProfileN8n:
+		return true
+	case WorkspaceSettingsAnswerProfileZapier:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WorkspaceSettingsPendingStatus.
+const (
+	WorkspaceSettingsPendingStatusN200 WorkspaceSettingsPendingStatus = 200
+	WorkspaceSettingsPendingStatusN202 WorkspaceSettingsPendingStatus = 202
+	WorkspaceSettingsPendingStatusN409 WorkspaceSettingsPendingStatus = 409
+	WorkspaceSettingsPendingStatusN429 WorkspaceSettingsPendingStatus = 429
+	WorkspaceSettingsPendingStatusN503 WorkspaceSettingsPendingStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the WorkspaceSettingsPendingStatus enum.
+func (e WorkspaceSettingsPendingStatus) Valid() bool {
+	switch e {
+	case WorkspaceSettingsPendingStatusN200:
+		return true
+	case WorkspaceSettingsPendingStatusN202:
+		return true
+	case WorkspaceSettingsPendingStatusN409:
+		return true
+	case WorkspaceSettingsPendingStatusN429:
+		return true
+	case WorkspaceSettingsPendingStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WorkspaceSettingsRefusedStatus.
+const (
+	WorkspaceSettingsRefusedStatusN200 WorkspaceSettingsRefusedStatus = 200
+	WorkspaceSettingsRefusedStatusN201 WorkspaceSettingsRefusedStatus = 201
+	WorkspaceSettingsRefusedStatusN422 WorkspaceSettingsRefusedStatus = 422
+	WorkspaceSettingsRefusedStatusN424 WorkspaceSettingsRefusedStatus = 424
+)
+
+// Valid indicates whether the value is a known member of the WorkspaceSettingsRefusedStatus enum.
+func (e WorkspaceSettingsRefusedStatus) Valid() bool {
+	switch e {
+	case WorkspaceSettingsRefusedStatusN200:
+		return true
+	case WorkspaceSettingsRefusedStatusN201:
+		return true
+	case WorkspaceSettingsRefusedStatusN422:
+		return true
+	case WorkspaceSettingsRefusedStatusN424:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WorkspaceSettingsPatchAnswerProfile.
+const (
+	WorkspaceSettingsPatchAnswerProfileDefault   WorkspaceSettingsPatchAnswerProfile = "default"
+	WorkspaceSettingsPatchAnswerProfileHighlevel WorkspaceSettingsPatchAnswerProfile = "highlevel"
+	WorkspaceSettingsPatchAnswerProfileHubspot   WorkspaceSettingsPatchAnswerProfile = "hubspot"
+	WorkspaceSettingsPatchAnswerProfileMake      WorkspaceSettingsPatchAnswerProfile = "make"
+	WorkspaceSettingsPatchAnswerProfileN8n       WorkspaceSettingsPatchAnswerProfile = "n8n"
+	WorkspaceSettingsPatchAnswerProfileZapier    WorkspaceSettingsPatchAnswerProfile = "zapier"
+)
+
+// Valid indicates whether the value is a known member of the WorkspaceSettingsPatchAnswerProfile enum.
+func (e WorkspaceSettingsPatchAnswerProfile) Valid() bool {
+	switch e {
+	case WorkspaceSettingsPatchAnswerProfileDefault:
+		return true
+	case WorkspaceSettingsPatchAnswerProfileHighlevel:
+		return true
+	case WorkspaceSettingsPatchAnswerProfileHubspot:
+		return true
+	case WorkspaceSettingsPatchAnswerProfileMake:
+		return true
+	case WorkspaceSettingsPatchAnswerProfileN8n:
+		return true
+	case WorkspaceSettingsPatchAnswerProfileZapier:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WorkspaceSettingsPatchPendingStatus.
+const (
+	WorkspaceSettingsPatchPendingStatusN200 WorkspaceSettingsPatchPendingStatus = 200
+	WorkspaceSettingsPatchPendingStatusN202 WorkspaceSettingsPatchPendingStatus = 202
+	WorkspaceSettingsPatchPendingStatusN409 WorkspaceSettingsPatchPendingStatus = 409
+	WorkspaceSettingsPatchPendingStatusN429 WorkspaceSettingsPatchPendingStatus = 429
+	WorkspaceSettingsPatchPendingStatusN503 WorkspaceSettingsPatchPendingStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the WorkspaceSettingsPatchPendingStatus enum.
+func (e WorkspaceSettingsPatchPendingStatus) Valid() bool {
+	switch e {
+	case WorkspaceSettingsPatchPendingStatusN200:
+		return true
+	case WorkspaceSettingsPatchPendingStatusN202:
+		return true
+	case WorkspaceSettingsPatchPendingStatusN409:
+		return true
+	case WorkspaceSettingsPatchPendingStatusN429:
+		return true
+	case WorkspaceSettingsPatchPendingStatusN503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WorkspaceSettingsPatchRefusedStatus.
+const (
+	WorkspaceSettingsPatchRefusedStatusN200 WorkspaceSettingsPatchRefusedStatus = 200
+	WorkspaceSettingsPatchRefusedStatusN201 WorkspaceSettingsPatchRefusedStatus = 201
+	WorkspaceSettingsPatchRefusedStatusN422 WorkspaceSettingsPatchRefusedStatus = 422
+	WorkspaceSettingsPatchRefusedStatusN424 WorkspaceSettingsPatchRefusedStatus = 424
+)
+
+// Valid indicates whether the value is a known member of the WorkspaceSettingsPatchRefusedStatus enum.
+func (e WorkspaceSettingsPatchRefusedStatus) Valid() bool {
+	switch e {
+	case WorkspaceSettingsPatchRefusedStatusN200:
+		return true
+	case WorkspaceSettingsPatchRefusedStatusN201:
+		return true
+	case WorkspaceSettingsPatchRefusedStatusN422:
+		return true
+	case WorkspaceSettingsPatchRefusedStatusN424:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListMessagesParamsDirection.
 const (
 	ListMessagesParamsDirectionInbound  ListMessagesParamsDirection = "inbound"
@@ -958,6 +1120,9 @@ type ApiKey struct {
 
 	// Prefix null for a key made before prefixes were stored, until its next use.
 	Prefix *KeyPrefix `json:"prefix"`
+
+	// Test A test key (`mk_test_…`).
+	Test *bool `json:"test,omitempty"`
 }
 
 // ApiKeyList defines model for ApiKeyList.
@@ -1175,7 +1340,7 @@ type HubSpotID1 = int
 
 // KeyCreated defines model for KeyCreated.
 type KeyCreated struct {
-	// ApiKey Shown this once.
+	// ApiKey Shown this once. A test key starts `mk_test_`.
 	ApiKey string `json:"apiKey"`
 
 	// KeyId The key's id, for listing and revoking it; not a secret.
@@ -1186,8 +1351,11 @@ type KeyCreated struct {
 	// Prefix What may be shown of the key, to tell keys apart; `mk_`, its next four characters, `...` and its last four.
 	//
 	// Example: mk_aI0O...5Xfw
-	Prefix      KeyPrefix `json:"prefix"`
-	WorkspaceId string    `json:"workspaceId"`
+	Prefix KeyPrefix `json:"prefix"`
+
+	// Test A test key: every send through it runs the whole send path (key, guard, events) on the `log` provider, its message has `test: true`, and it never reaches a provider.
+	Test        bool   `json:"test"`
+	WorkspaceId string `json:"workspaceId"`
 }
 
 // KeyIdentifier The key's id, for listing and revoking it; not a secret.
@@ -1301,10 +1469,13 @@ type Message struct {
 	Status MessageStatus `json:"status"`
 
 	// StatusAt The vendor's time of the status, from a delivery receipt.
-	StatusAt    *time.Time `json:"statusAt"`
-	Subject     *string    `json:"subject"`
-	UpdatedAt   time.Time  `json:"updatedAt"`
-	WorkspaceId string     `json:"workspaceId"`
+	StatusAt *time.Time `json:"statusAt"`
+	Subject  *string    `json:"subject"`
+
+	// Test Sent through a test key (`mk_test_…`) on the `log` provider; it reached no one.
+	Test        bool      `json:"test"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+	WorkspaceId string    `json:"workspaceId"`
 }
 
 // MessageChannel Outbound messages are sms, imessage or email; inbound ones also whatsapp, slack, telegram.
@@ -1512,6 +1683,9 @@ type SendRequest struct {
 	//
 	// Example: 4411
 	HsPortalId *HubSpotID `json:"hsPortalId,omitempty"`
+
+	// IdempotencyKey The `Idempotency-Key`, for callers that cannot set headers; exactly as the header (same rules, 24 h, byte-for-byte replay, 422 for a different request). Both present and different is 400. Not part of the request's fingerprint.
+	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
 
 	// LeadId An existing lead of this workspace (404 `lead_not_found` otherwise). Its phone and email fill in missing recipients; its CRM references are updated from this request.
 	LeadId *string `json:"leadId,omitempty"`
@@ -1734,6 +1908,9 @@ type WorkspaceCreated struct {
 
 // WorkspaceSettings The workspace's own settings; null means the server's value.
 type WorkspaceSettings struct {
+	// AnswerProfile A preset that sets both statuses for one engine (README, Callers).
+	AnswerProfile *WorkspaceSettingsAnswerProfile `json:"answerProfile"`
+
 	// DedupWait How long a duplicate waits for its original, 0s to 10s (server default `MSGAPI_DEDUP_WAIT`, 3s).
 	DedupWait *Duration `json:"dedupWait"`
 
@@ -1746,22 +1923,57 @@ type WorkspaceSettings struct {
 	// OptOutReply The one confirmation text sent back to an inbound STOP through the channel's sender (sms); null sends none, for providers that reply themselves (Twilio on its numbers).
 	OptOutReply *string `json:"optOutReply,omitempty"`
 
+	// PendingStatus The status of the "still in flight" answer (server default 200); over `answerProfile`. See Answer profiles.
+	PendingStatus *WorkspaceSettingsPendingStatus `json:"pendingStatus"`
+
 	// RateLimit The limit on `POST /api/messages` (server default 20 a second, bursts of 40).
 	RateLimit *RateLimit `json:"rateLimit"`
+
+	// RefusedStatus The status of an answer whose message reached no one by a definite refusal (`failed`, `suppressed`); 200 or 201 is the send's own 2xx (server default). Over `answerProfile`.
+	RefusedStatus *WorkspaceSettingsRefusedStatus `json:"refusedStatus"`
 }
+
+// WorkspaceSettingsAnswerProfile A preset that sets both statuses for one engine (README, Callers).
+type WorkspaceSettingsAnswerProfile string
+
+// WorkspaceSettingsPendingStatus The status of the "still in flight" answer (server default 200); over `answerProfile`. See Answer profiles.
+type WorkspaceSettingsPendingStatus int
+
+// WorkspaceSettingsRefusedStatus The status of an answer whose message reached no one by a definite refusal (`failed`, `suppressed`); 200 or 201 is the send's own 2xx (server default). Over `answerProfile`.
+type WorkspaceSettingsRefusedStatus int
 
 // WorkspaceSettingsPatch Members to change; absent is unchanged, null is the server's value.
 type WorkspaceSettingsPatch struct {
-	DedupWait   *Duration `json:"dedupWait,omitempty"`
-	DedupWindow *Duration `json:"dedupWindow,omitempty"`
+	// AnswerProfile A preset that sets both statuses for one engine (README, Callers).
+	AnswerProfile *WorkspaceSettingsPatchAnswerProfile `json:"answerProfile,omitempty"`
+	DedupWait     *Duration                            `json:"dedupWait,omitempty"`
+	DedupWindow   *Duration                            `json:"dedupWindow,omitempty"`
 
 	// DefaultRegion An ISO 3166-1 alpha-2 region with phone numbering; any case.
 	DefaultRegion *string `json:"defaultRegion,omitempty"`
 
 	// OptOutReply The confirmation reply to an inbound STOP; null sends none.
-	OptOutReply *string    `json:"optOutReply,omitempty"`
-	RateLimit   *RateLimit `json:"rateLimit,omitempty"`
+	OptOutReply *string `json:"optOutReply,omitempty"`
+
+	// PendingStatus The status of the "still in flight" answer (server default 200); over `answerProfile`. See Answer profiles.
+	PendingStatus *WorkspaceSettingsPatchPendingStatus `json:"pendingStatus,omitempty"`
+	RateLimit     *RateLimit                           `json:"rateLimit,omitempty"`
+
+	// RefusedStatus The status of an answer whose message reached no one by a definite refusal (`failed`, `suppressed`); 200 or 201 is the send's own 2xx (server default). Over `answerProfile`.
+	RefusedStatus *WorkspaceSettingsPatchRefusedStatus `json:"refusedStatus,omitempty"`
 }
+
+// WorkspaceSettingsPatchAnswerProfile A preset that sets both statuses for one engine (README, Callers).
+type WorkspaceSettingsPatchAnswerProfile string
+
+// WorkspaceSettingsPatchPendingStatus The status of the "still in flight" answer (server default 200); over `answerProfile`. See Answer profiles.
+type WorkspaceSettingsPatchPendingStatus int
+
+// WorkspaceSettingsPatchRefusedStatus The status of an answer whose message reached no one by a definite refusal (`failed`, `suppressed`); 200 or 201 is the send's own 2xx (server default). Over `answerProfile`.
+type WorkspaceSettingsPatchRefusedStatus int
+
+// AnswerProfile defines model for AnswerProfile.
+type AnswerProfile = string
 
 // ConversationIdFilter defines model for ConversationIdFilter.
 type ConversationIdFilter = string
@@ -1835,6 +2047,11 @@ type Unavailable = Problem
 // UnsupportedMedia An RFC 9457 problem document with msgapi's extension members.
 type UnsupportedMedia = Problem
 
+// CreateApiKeyJSONBody defines parameters for CreateApiKey.
+type CreateApiKeyJSONBody struct {
+	Test *bool `json:"test,omitempty"`
+}
+
 // GetConversationParams defines parameters for GetConversation.
 type GetConversationParams struct {
 	// Limit Page size, 1 to 100.
@@ -1906,8 +2123,18 @@ type SendMessageParams struct {
 	// it is 409 with `Retry-After`. 1 to 255 printable ASCII characters; a
 	// structured-field string (`"abc"`) means the same key as `abc`. Keys
 	// are scoped to the workspace, method and path. Requests refused before
-	// the send stage (400, 404, 413, 415, 503) do not use up the key.
+	// the send stage (400, 404, 413, 415, 503) do not use up the key. On
+	// POST /api/messages the body member `idempotencyKey` is the same key
+	// (both present and different: 400; the member is left out of the
+	// fingerprint).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+
+	// MsgapiAnswerProfile The request's answer profile: a comma-separated list of a preset
+	// (`hubspot`, `highlevel`, `zapier`, `make`, `n8n`, `default`) and/or
+	// `pending=<200|202|409|429|503>` and `refused=<200|201|422|424>`,
+	// later items winning; what it leaves unsaid comes from the
+	// workspace's profile. Invalid: 400, nothing runs.
+	MsgapiAnswerProfile *AnswerProfile `json:"Msgapi-Answer-Profile,omitempty"`
 }
 
 // SendMessage200JSONResponseBody defines parameters for SendMessage.
@@ -1965,6 +2192,9 @@ type CreateWorkspaceJSONRequestBody = CreateWorkspaceRequest
 
 // UpdateWorkspaceJSONRequestBody defines body for UpdateWorkspace for application/json ContentType.
 type UpdateWorkspaceJSONRequestBody = WorkspaceSettingsPatch
+
+// CreateApiKeyJSONRequestBody defines body for CreateApiKey for application/json ContentType.
+type CreateApiKeyJSONRequestBody CreateApiKeyJSONBody
 
 // SetWebhookSecretJSONRequestBody defines body for SetWebhookSecret for application/json ContentType.
 type SetWebhookSecretJSONRequestBody = SetSecretRequest
@@ -2469,12 +2699,23 @@ type ClientInterface interface {
 	// Corresponds with GET /admin/workspaces/{id}/keys (the `ListApiKeys` operationId).
 	ListApiKeys(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CreateApiKey Add an API key to a workspace
+	// CreateApiKeyWithBody Add an API key to a workspace
 	//
-	// The new key is shown this once, with its id (to revoke it) and its displayable prefix. Existing keys keep working.
+	// The new key is shown this once, with its id (to revoke it) and its displayable prefix. Existing keys keep working. With `{"test": true}` the key is a test key (`mk_test_…`): its sends run the whole path on the `log` provider and reach no one, so a CRM workflow can be tried on a production server.
+	//
+	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /admin/workspaces/{id}/keys (the `CreateApiKey` operationId).
-	CreateApiKey(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateApiKeyWithBody(ctx context.Context, id WorkspaceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateApiKey Add an API key to a workspace
+	//
+	// The new key is shown this once, with its id (to revoke it) and its displayable prefix. Existing keys keep working. With `{"test": true}` the key is a test key (`mk_test_…`): its sends run the whole path on the `log` provider and reach no one, so a CRM workflow can be tried on a production server.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /admin/workspaces/{id}/keys (the `CreateApiKey` operationId).
+	CreateApiKey(ctx context.Context, id WorkspaceId, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RevokeApiKey Revoke an API key
 	//
@@ -2605,6 +2846,17 @@ type ClientInterface interface {
 	// the original message, or, when the original is still being written,
 	// `message: null` (retry shortly to get it).
 	//
+	// Every 2xx has one shape: `success`, `status`, `duplicateOnly`,
+	// `pending`, `message` and the lead and CRM keys. The still-in-flight
+	// answer's status code and that of a message refused by its provider
+	// (or suppressed) follow the caller's answer profile
+	// (`Msgapi-Answer-Profile`, or the workspace's `pendingStatus`,
+	// `refusedStatus` and `answerProfile`): the still-in-flight answer may
+	// be 202, 409, 429 or 503 with the same body and `Retry-After`; the
+	// refused answer 422 or 424 with the same body; and when the profile's
+	// pending status is 429 or 503, a 409 `idempotency_key_in_use` has
+	// that status instead. Without a profile nothing changes.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/messages (the `SendMessage` operationId).
@@ -2619,6 +2871,17 @@ type ClientInterface interface {
 	// is not sent again: the answer is 200 with `duplicateOnly: true` and
 	// the original message, or, when the original is still being written,
 	// `message: null` (retry shortly to get it).
+	//
+	// Every 2xx has one shape: `success`, `status`, `duplicateOnly`,
+	// `pending`, `message` and the lead and CRM keys. The still-in-flight
+	// answer's status code and that of a message refused by its provider
+	// (or suppressed) follow the caller's answer profile
+	// (`Msgapi-Answer-Profile`, or the workspace's `pendingStatus`,
+	// `refusedStatus` and `answerProfile`): the still-in-flight answer may
+	// be 202, 409, 429 or 503 with the same body and `Retry-After`; the
+	// refused answer 422 or 424 with the same body; and when the profile's
+	// pending status is 429 or 503, a 409 `idempotency_key_in_use` has
+	// that status instead. Without a profile nothing changes.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3118,13 +3381,34 @@ func (c *Client) ListApiKeys(ctx context.Context, id WorkspaceId, reqEditors ...
 	return c.Client.Do(req)
 }
 
-// CreateApiKey Add an API key to a workspace
+// CreateApiKeyWithBody Add an API key to a workspace
 //
-// The new key is shown this once, with its id (to revoke it) and its displayable prefix. Existing keys keep working.
+// The new key is shown this once, with its id (to revoke it) and its displayable prefix. Existing keys keep working. With `{"test": true}` the key is a test key (`mk_test_…`): its sends run the whole path on the `log` provider and reach no one, so a CRM workflow can be tried on a production server.
+//
+// Takes any type of body and a specified content type.
 //
 // Corresponds with POST /admin/workspaces/{id}/keys (the `CreateApiKey` operationId).
-func (c *Client) CreateApiKey(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateApiKeyRequest(c.Server, id)
+func (c *Client) CreateApiKeyWithBody(ctx context.Context, id WorkspaceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateApiKeyRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateApiKey Add an API key to a workspace
+//
+// The new key is shown this once, with its id (to revoke it) and its displayable prefix. Existing keys keep working. With `{"test": true}` the key is a test key (`mk_test_…`): its sends run the whole path on the `log` provider and reach no one, so a CRM workflow can be tried on a production server.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /admin/workspaces/{id}/keys (the `CreateApiKey` operationId).
+func (c *Client) CreateApiKey(ctx context.Context, id WorkspaceId, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateApiKeyRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3374,6 +3658,17 @@ func (c *Client) ListMessages(ctx context.Context, params *ListMessagesParams, r
 // the original message, or, when the original is still being written,
 // `message: null` (retry shortly to get it).
 //
+// Every 2xx has one shape: `success`, `status`, `duplicateOnly`,
+// `pending`, `message` and the lead and CRM keys. The still-in-flight
+// answer's status code and that of a message refused by its provider
+// (or suppressed) follow the caller's answer profile
+// (`Msgapi-Answer-Profile`, or the workspace's `pendingStatus`,
+// `refusedStatus` and `answerProfile`): the still-in-flight answer may
+// be 202, 409, 429 or 503 with the same body and `Retry-After`; the
+// refused answer 422 or 424 with the same body; and when the profile's
+// pending status is 429 or 503, a 409 `idempotency_key_in_use` has
+// that status instead. Without a profile nothing changes.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/messages (the `SendMessage` operationId).
@@ -3398,6 +3693,17 @@ func (c *Client) SendMessageWithBody(ctx context.Context, params *SendMessagePar
 // is not sent again: the answer is 200 with `duplicateOnly: true` and
 // the original message, or, when the original is still being written,
 // `message: null` (retry shortly to get it).
+//
+// Every 2xx has one shape: `success`, `status`, `duplicateOnly`,
+// `pending`, `message` and the lead and CRM keys. The still-in-flight
+// answer's status code and that of a message refused by its provider
+// (or suppressed) follow the caller's answer profile
+// (`Msgapi-Answer-Profile`, or the workspace's `pendingStatus`,
+// `refusedStatus` and `answerProfile`): the still-in-flight answer may
+// be 202, 409, 429 or 503 with the same body and `Retry-After`; the
+// refused answer 422 or 424 with the same body; and when the profile's
+// pending status is 429 or 503, a 409 `idempotency_key_in_use` has
+// that status instead. Without a profile nothing changes.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4245,8 +4551,19 @@ func NewListApiKeysRequest(server string, id WorkspaceId) (*http.Request, error)
 	return req, nil
 }
 
-// NewCreateApiKeyRequest constructs an http.Request for the CreateApiKey method
-func NewCreateApiKeyRequest(server string, id WorkspaceId) (*http.Request, error) {
+// NewCreateApiKeyRequest calls the generic CreateApiKey builder with application/json body
+func NewCreateApiKeyRequest(server string, id WorkspaceId, body CreateApiKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateApiKeyRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewCreateApiKeyRequestWithBody constructs an http.Request for the CreateApiKey method, with any body, and a specified content type
+func NewCreateApiKeyRequestWithBody(server string, id WorkspaceId, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4271,10 +4588,12 @@ func NewCreateApiKeyRequest(server string, id WorkspaceId) (*http.Request, error
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -4937,6 +5256,17 @@ func NewSendMessageRequestWithBody(server string, params *SendMessageParams, con
 			}
 
 			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+		if params.MsgapiAnswerProfile != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "Msgapi-Answer-Profile", *params.MsgapiAnswerProfile, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Msgapi-Answer-Profile", headerParam1)
 		}
 
 	}
@@ -5808,14 +6138,23 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /admin/workspaces/{id}/keys (the `ListApiKeys` operationId).
 	ListApiKeysWithResponse(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*ListApiKeysResponse, error)
 
-	// CreateApiKeyWithResponse Add an API key to a workspace
+	// CreateApiKeyWithBodyWithResponse Add an API key to a workspace
 	//
-	// The new key is shown this once, with its id (to revoke it) and its displayable prefix. Existing keys keep working.
+	// The new key is shown this once, with its id (to revoke it) and its displayable prefix. Existing keys keep working. With `{"test": true}` the key is a test key (`mk_test_…`): its sends run the whole path on the `log` provider and reach no one, so a CRM workflow can be tried on a production server.
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /admin/workspaces/{id}/keys (the `CreateApiKey` operationId).
-	CreateApiKeyWithResponse(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error)
+	CreateApiKeyWithBodyWithResponse(ctx context.Context, id WorkspaceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error)
+
+	// CreateApiKeyWithResponse Add an API key to a workspace
+	//
+	// The new key is shown this once, with its id (to revoke it) and its displayable prefix. Existing keys keep working. With `{"test": true}` the key is a test key (`mk_test_…`): its sends run the whole path on the `log` provider and reach no one, so a CRM workflow can be tried on a production server.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/workspaces/{id}/keys (the `CreateApiKey` operationId).
+	CreateApiKeyWithResponse(ctx context.Context, id WorkspaceId, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error)
 
 	// RevokeApiKeyWithResponse Revoke an API key
 	//
@@ -5964,6 +6303,17 @@ type ClientWithResponsesInterface interface {
 	// the original message, or, when the original is still being written,
 	// `message: null` (retry shortly to get it).
 	//
+	// Every 2xx has one shape: `success`, `status`, `duplicateOnly`,
+	// `pending`, `message` and the lead and CRM keys. The still-in-flight
+	// answer's status code and that of a message refused by its provider
+	// (or suppressed) follow the caller's answer profile
+	// (`Msgapi-Answer-Profile`, or the workspace's `pendingStatus`,
+	// `refusedStatus` and `answerProfile`): the still-in-flight answer may
+	// be 202, 409, 429 or 503 with the same body and `Retry-After`; the
+	// refused answer 422 or 424 with the same body; and when the profile's
+	// pending status is 429 or 503, a 409 `idempotency_key_in_use` has
+	// that status instead. Without a profile nothing changes.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/messages (the `SendMessage` operationId).
@@ -5978,6 +6328,17 @@ type ClientWithResponsesInterface interface {
 	// is not sent again: the answer is 200 with `duplicateOnly: true` and
 	// the original message, or, when the original is still being written,
 	// `message: null` (retry shortly to get it).
+	//
+	// Every 2xx has one shape: `success`, `status`, `duplicateOnly`,
+	// `pending`, `message` and the lead and CRM keys. The still-in-flight
+	// answer's status code and that of a message refused by its provider
+	// (or suppressed) follow the caller's answer profile
+	// (`Msgapi-Answer-Profile`, or the workspace's `pendingStatus`,
+	// `refusedStatus` and `answerProfile`): the still-in-flight answer may
+	// be 202, 409, 429 or 503 with the same body and `Retry-After`; the
+	// refused answer 422 or 424 with the same body; and when the profile's
+	// pending status is 429 or 503, a 409 `idempotency_key_in_use` has
+	// that status instead. Without a profile nothing changes.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7068,6 +7429,11 @@ type CreateApiKeyResponse201Headers struct {
 	XRequestId string
 }
 
+// CreateApiKeyResponse400Headers the declared response headers of an HTTP 400 response for CreateApiKey
+type CreateApiKeyResponse400Headers struct {
+	XRequestId string
+}
+
 // CreateApiKeyResponse401Headers the declared response headers of an HTTP 401 response for CreateApiKey
 type CreateApiKeyResponse401Headers struct {
 	WWWAuthenticate string
@@ -7094,6 +7460,8 @@ type CreateApiKeyResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *KeyCreated
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *InvalidAdmin
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
@@ -7104,6 +7472,8 @@ type CreateApiKeyResponse struct {
 	ApplicationproblemJSON503 *Unavailable
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateApiKeyResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateApiKeyResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateApiKeyResponse401Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
@@ -7117,6 +7487,11 @@ type CreateApiKeyResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r CreateApiKeyResponse) GetJSON201() *KeyCreated {
 	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateApiKeyResponse) GetApplicationproblemJSON400() *InvalidAdmin {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -8263,6 +8638,9 @@ func (r ListMessagesResponse) ContentType() string {
 // SendMessageResponse200Headers the declared response headers of an HTTP 200 response for SendMessage
 type SendMessageResponse200Headers struct {
 	IdempotentReplayed *string
+	MsgapiVersion      *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 	RetryAfter         *int
 	XRequestId         string
 }
@@ -8270,6 +8648,9 @@ type SendMessageResponse200Headers struct {
 // SendMessageResponse201Headers the declared response headers of an HTTP 201 response for SendMessage
 type SendMessageResponse201Headers struct {
 	IdempotentReplayed *string
+	MsgapiVersion      *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 	XRequestId         string
 }
 
@@ -10352,15 +10733,30 @@ func (c *ClientWithResponses) ListApiKeysWithResponse(ctx context.Context, id Wo
 	return ParseListApiKeysResponse(rsp)
 }
 
-// CreateApiKeyWithResponse Add an API key to a workspace
+// CreateApiKeyWithBodyWithResponse Add an API key to a workspace
 //
-// The new key is shown this once, with its id (to revoke it) and its displayable prefix. Existing keys keep working.
+// The new key is shown this once, with its id (to revoke it) and its displayable prefix. Existing keys keep working. With `{"test": true}` the key is a test key (`mk_test_…`): its sends run the whole path on the `log` provider and reach no one, so a CRM workflow can be tried on a production server.
 //
-// Returns a wrapper object for the known response body format(s).
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /admin/workspaces/{id}/keys (the `CreateApiKey` operationId).
-func (c *ClientWithResponses) CreateApiKeyWithResponse(ctx context.Context, id WorkspaceId, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error) {
-	rsp, err := c.CreateApiKey(ctx, id, reqEditors...)
+func (c *ClientWithResponses) CreateApiKeyWithBodyWithResponse(ctx context.Context, id WorkspaceId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error) {
+	rsp, err := c.CreateApiKeyWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateApiKeyResponse(rsp)
+}
+
+// CreateApiKeyWithResponse Add an API key to a workspace
+//
+// The new key is shown this once, with its id (to revoke it) and its displayable prefix. Existing keys keep working. With `{"test": true}` the key is a test key (`mk_test_…`): its sends run the whole path on the `log` provider and reach no one, so a CRM workflow can be tried on a production server.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/workspaces/{id}/keys (the `CreateApiKey` operationId).
+func (c *ClientWithResponses) CreateApiKeyWithResponse(ctx context.Context, id WorkspaceId, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error) {
+	rsp, err := c.CreateApiKey(ctx, id, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10580,6 +10976,17 @@ func (c *ClientWithResponses) ListMessagesWithResponse(ctx context.Context, para
 // the original message, or, when the original is still being written,
 // `message: null` (retry shortly to get it).
 //
+// Every 2xx has one shape: `success`, `status`, `duplicateOnly`,
+// `pending`, `message` and the lead and CRM keys. The still-in-flight
+// answer's status code and that of a message refused by its provider
+// (or suppressed) follow the caller's answer profile
+// (`Msgapi-Answer-Profile`, or the workspace's `pendingStatus`,
+// `refusedStatus` and `answerProfile`): the still-in-flight answer may
+// be 202, 409, 429 or 503 with the same body and `Retry-After`; the
+// refused answer 422 or 424 with the same body; and when the profile's
+// pending status is 429 or 503, a 409 `idempotency_key_in_use` has
+// that status instead. Without a profile nothing changes.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/messages (the `SendMessage` operationId).
@@ -10600,6 +11007,17 @@ func (c *ClientWithResponses) SendMessageWithBodyWithResponse(ctx context.Contex
 // is not sent again: the answer is 200 with `duplicateOnly: true` and
 // the original message, or, when the original is still being written,
 // `message: null` (retry shortly to get it).
+//
+// Every 2xx has one shape: `success`, `status`, `duplicateOnly`,
+// `pending`, `message` and the lead and CRM keys. The still-in-flight
+// answer's status code and that of a message refused by its provider
+// (or suppressed) follow the caller's answer profile
+// (`Msgapi-Answer-Profile`, or the workspace's `pendingStatus`,
+// `refusedStatus` and `answerProfile`): the still-in-flight answer may
+// be 202, 409, 429 or 503 with the same body and `Retry-After`; the
+// refused answer 422 or 424 with the same body; and when the profile's
+// pending status is 429 or 503, a 409 `idempotency_key_in_use` has
+// that status instead. Without a profile nothing changes.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11945,6 +12363,13 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest InvalidAdmin
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -11986,6 +12411,16 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 			headers.XRequestId = value
 		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateApiKeyResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateApiKeyResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -13348,6 +13783,27 @@ func ParseSendMessageResponse(rsp *http.Response) (*SendMessageResponse, error) 
 			}
 			headers.IdempotentReplayed = &value
 		}
+		if values := rsp.Header.Values("Msgapi-Version"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Msgapi-Version", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.MsgapiVersion = &value
+		}
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -13371,6 +13827,27 @@ func ParseSendMessageResponse(rsp *http.Response) (*SendMessageResponse, error) 
 				return nil, err
 			}
 			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Msgapi-Version"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Msgapi-Version", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.MsgapiVersion = &value
+		}
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
