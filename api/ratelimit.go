@@ -72,3 +72,40 @@ func setRateLimitHeaders(c echo.Context, lim ratelimit.Limit, d ratelimit.Decisi
 
 // seconds rounds d up to whole seconds.
 func seconds(d time.Duration) int { return int(math.Ceil(max(d, 0).Seconds())) }
+
+// RedeliverPerSecond and RedeliverBurst bound POST
+// /api/events/{id}/redeliver per workspace: each call schedules a delivery
+// to every subscribed endpoint.
+const (
+	RedeliverPerSecond = 1
+	RedeliverBurst     = 5
+)
+
+// redeliverLimit refuses a workspace's redelivery past its limit with
+// 429 and Retry-After (a bucket of its own, apart from the send limit).
+func (s *Server) redeliverLimit(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.opts.Limiter == nil {
+			return next(c)
+		}
+		ws := currentWorkspace(c)
+		lim := ratelimit.Limit{PerSecond: RedeliverPerSecond, Burst: RedeliverBurst}
+		d, err := s.opts.Limiter.Allow(c.Request().Context(), "redeliver/"+ws.ID, lim)
+		if err != nil {
+			logger(c).Warn().Err(err).Str("event", events.RateLimitBackendError).Str("workspaceId", ws.ID).
+				Msg("rate limit: Redis failed; this process's own bucket decided")
+		}
+		setRateLimitHeaders(c, lim, d)
+		if d.Allowed {
+			return next(c)
+		}
+		if s.opts.OnRateLimited != nil {
+			s.opts.OnRateLimited(c.Path(), ws.ID)
+		}
+		return &msgapi.Error{
+			Code:       msgapi.CodeRateLimited,
+			Message:    fmt.Sprintf("this workspace may redeliver events %d a second, in bursts of up to %d; retry after Retry-After seconds", RedeliverPerSecond, RedeliverBurst),
+			RetryAfter: d.RetryAfter,
+		}
+	}
+}

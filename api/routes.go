@@ -42,7 +42,7 @@ func (s *Server) routes(e *echo.Echo) {
 		api.DELETE("/webhook-endpoints/:id", s.deleteEndpoint)
 		api.GET("/events", s.listEvents)
 		api.GET("/events/:id", s.getEvent)
-		api.POST("/events/:id/redeliver", s.redeliverEvent)
+		api.POST("/events/:id/redeliver", s.redeliverEvent, s.redeliverLimit)
 	}
 
 	// The one-click unsubscribe URL of emails (RFC 8058): public, the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -53,6 +54,8 @@ type EventView struct {
 	CreatedAt time.Time
 	Payload   string
 	Attempts  []AttemptView
+	// AttemptsTruncated: the event has more attempts than MaxAttemptsShown.
+	AttemptsTruncated bool
 }
 
 // MarshalJSON is the payload's fields (id, type, createdAt, workspaceId,
@@ -68,6 +71,7 @@ func (e EventView) MarshalJSON() ([]byte, error) {
 			return nil, err
 		}
 		m["attempts"] = b
+		m["attemptsTruncated"] = json.RawMessage(strconv.FormatBool(e.AttemptsTruncated))
 	}
 	return json.Marshal(m)
 }
@@ -86,23 +90,45 @@ type AttemptView struct {
 	NextAttemptAt *time.Time `json:"nextAttemptAt"`
 }
 
-// GetEvent reads a workspace's event with its attempts.
+// MaxRedeliveries bounds the manual redelivery rounds of one event to one
+// endpoint; MaxAttemptsShown bounds the attempts GetEvent reads and shows.
+// Together with the endpoint limit they bound what one event can cost to
+// read, however often its workspace asks for it.
+const (
+	MaxRedeliveries  = 10
+	MaxAttemptsShown = 100
+)
+
+// GetEvent reads a workspace's event with its attempts: at most
+// MaxAttemptsShown of them (AttemptsTruncated says there are more), over
+// at most MaxRedeliveries+1 rounds per endpoint.
 func (o *Outbox) GetEvent(ctx context.Context, ws, id string) (EventView, error) {
 	e, err := o.readEvent(ctx, ws, id)
 	if err != nil {
 		return EventView{}, err
 	}
 	v := EventView{ID: e.ID, Type: e.Type, CreatedAt: e.CreatedAt, Payload: e.Payload, Attempts: []AttemptView{}}
-	for _, ep := range e.EndpointIDs {
-		for round := 0; ; round++ {
-			atts, err := o.readAttempts(ctx, DeliveryID(e.ID, ep, round), ep, round > 0)
+	eps := e.EndpointIDs
+	if len(eps) > 2*MaxEndpoints { // endpoints deleted and replaced: the first ones
+		eps, v.AttemptsTruncated = eps[:2*MaxEndpoints], true
+	}
+read:
+	for _, ep := range eps {
+		for round := 0; round <= MaxRedeliveries; round++ {
+			left := MaxAttemptsShown - len(v.Attempts)
+			if left <= 0 {
+				v.AttemptsTruncated = true
+				break read
+			}
+			atts, more, err := o.readAttempts(ctx, DeliveryID(e.ID, ep, round), ep, round > 0, left)
 			if err != nil {
 				return EventView{}, err
 			}
+			v.Attempts = append(v.Attempts, atts...)
+			v.AttemptsTruncated = v.AttemptsTruncated || more
 			if len(atts) == 0 && round > 0 {
 				break
 			}
-			v.Attempts = append(v.Attempts, atts...)
 		}
 	}
 	slices.SortStableFunc(v.Attempts, func(a, b AttemptView) int { return a.StartedAt.Compare(b.StartedAt) })
@@ -127,17 +153,20 @@ func (o *Outbox) readEvent(ctx context.Context, ws, id string) (event, error) {
 }
 
 // readAttempts reads attempts 1, 2, ... of one delivery until one is
-// missing (each a lookup by _id).
-func (o *Outbox) readAttempts(ctx context.Context, deliveryID, endpointID string, manual bool) ([]AttemptView, error) {
-	var out []AttemptView
+// missing (each a lookup by _id), at most limit of them; more reports that
+// the limit cut it short.
+func (o *Outbox) readAttempts(ctx context.Context, deliveryID, endpointID string, manual bool, limit int) (out []AttemptView, more bool, err error) {
 	for n := 1; ; n++ {
+		if n > limit {
+			return out, true, nil
+		}
 		var a attempt
 		err := o.attempts.FindOne(ctx, byID(attemptID(deliveryID, n))).Decode(&a)
 		if store.IsNotFound(err) {
-			return out, nil
+			return out, false, nil
 		}
 		if err != nil {
-			return nil, msgapi.Unavailable(fmt.Errorf("read attempt: %w", err))
+			return nil, false, msgapi.Unavailable(fmt.Errorf("read attempt: %w", err))
 		}
 		v := AttemptView{EndpointID: endpointID, Attempt: n, Manual: manual, StartedAt: a.StartedAt, Status: "in_flight"}
 		var r result
@@ -160,7 +189,7 @@ func (o *Outbox) readAttempts(ctx context.Context, deliveryID, endpointID string
 			}
 			v.NextAttemptAt = r.NextAt
 		case !store.IsNotFound(err):
-			return nil, msgapi.Unavailable(fmt.Errorf("read attempt result: %w", err))
+			return nil, false, msgapi.Unavailable(fmt.Errorf("read attempt result: %w", err))
 		}
 		out = append(out, v)
 	}
@@ -201,7 +230,7 @@ func (o *Outbox) Redeliver(ctx context.Context, ws, id string) ([]string, error)
 // neither exists nor has made an attempt. Concurrent calls race on the
 // delivery insert, and the loser takes the next round.
 func (o *Outbox) redeliverTo(ctx context.Context, e event, endpointID string) error {
-	for round := 1; round < 1000; round++ {
+	for round := 1; round <= MaxRedeliveries; round++ {
 		id := DeliveryID(e.ID, endpointID, round)
 		err := o.attempts.FindOne(ctx, byID(attemptID(id, 1))).Err()
 		if err == nil {
@@ -219,5 +248,5 @@ func (o *Outbox) redeliverTo(ctx context.Context, e event, endpointID string) er
 			return msgapi.Unavailable(fmt.Errorf("schedule redelivery: %w", err))
 		}
 	}
-	return msgapi.Errorf(msgapi.CodeInvalid, "this event has been redelivered too often")
+	return msgapi.Errorf(msgapi.CodeInvalid, "this event has been redelivered %d times, the most allowed", MaxRedeliveries)
 }

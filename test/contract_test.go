@@ -455,6 +455,17 @@ func TestContract(t *testing.T) {
 			t.Errorf("redeliver endpointIds %v, want [%s]", re["endpointIds"], epID)
 		}
 		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/events/evt_nope/redeliver", token: key}), 404)
+		// Redelivery is rate-limited per workspace (1/s, bursts of 5).
+		limited := false
+		for range 10 {
+			if r := c.do(t, a, call{method: "POST", path: "/api/events/" + evID + "/redeliver", token: key}); r.status == http.StatusTooManyRequests {
+				limited = true
+				break
+			}
+		}
+		if !limited {
+			t.Error("10 redeliveries in a row: none was 429")
+		}
 		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/events/" + evID + "/redeliver"}), 401)
 		wantStatus(t, c.do(t, a, call{method: "DELETE", path: eps + "/" + epID, token: key}), 200)
 		wantStatus(t, c.do(t, a, call{method: "DELETE", path: eps + "/" + epID, token: key}), 404)

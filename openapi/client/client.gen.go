@@ -1258,8 +1258,11 @@ type Duration = string
 
 // Event The exact body POSTed to endpoints; `attempts` only when read by id.
 type Event struct {
-	Attempts  *[]EventAttempt `json:"attempts,omitempty"`
-	CreatedAt time.Time       `json:"createdAt"`
+	Attempts *[]EventAttempt `json:"attempts,omitempty"`
+
+	// AttemptsTruncated With `attempts`, true when the event has more attempts than the 100 shown.
+	AttemptsTruncated *bool     `json:"attemptsTruncated,omitempty"`
+	CreatedAt         time.Time `json:"createdAt"`
 
 	// Data `message` (the message as GET /api/messages/{id} shows it; for duplicate_blocked the original, plus `lockId`), or `endpoint` for webhook_endpoint.disabled.
 	Data map[string]interface{} `json:"data"`
@@ -2787,7 +2790,7 @@ type ClientInterface interface {
 
 	// GetEvent Read an event and its delivery attempts
 	//
-	// The event as delivered (same body), plus every attempt to every endpoint.
+	// The event as delivered (same body), plus its attempts to every endpoint (at most 100; `attemptsTruncated` says when there are more).
 	//
 	// Corresponds with GET /api/events/{id} (the `GetEvent` operationId).
 	GetEvent(ctx context.Context, id EventId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2797,6 +2800,8 @@ type ClientInterface interface {
 	// Starts a new round of attempts (with the usual retries) to every
 	// enabled endpoint that wants the event's type, with the same
 	// `webhook-id`, so a receiver that already has it can recognise it.
+	// At most 10 rounds per event and endpoint (then 400), and per
+	// workspace one call a second in bursts of 5 (then 429).
 	//
 	// Corresponds with POST /api/events/{id}/redeliver (the `RedeliverEvent` operationId).
 	RedeliverEvent(ctx context.Context, id EventId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3549,7 +3554,7 @@ func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEd
 
 // GetEvent Read an event and its delivery attempts
 //
-// The event as delivered (same body), plus every attempt to every endpoint.
+// The event as delivered (same body), plus its attempts to every endpoint (at most 100; `attemptsTruncated` says when there are more).
 //
 // Corresponds with GET /api/events/{id} (the `GetEvent` operationId).
 func (c *Client) GetEvent(ctx context.Context, id EventId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3569,6 +3574,8 @@ func (c *Client) GetEvent(ctx context.Context, id EventId, reqEditors ...Request
 // Starts a new round of attempts (with the usual retries) to every
 // enabled endpoint that wants the event's type, with the same
 // `webhook-id`, so a receiver that already has it can recognise it.
+// At most 10 rounds per event and endpoint (then 400), and per
+// workspace one call a second in bursts of 5 (then 429).
 //
 // Corresponds with POST /api/events/{id}/redeliver (the `RedeliverEvent` operationId).
 func (c *Client) RedeliverEvent(ctx context.Context, id EventId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6234,7 +6241,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetEventWithResponse Read an event and its delivery attempts
 	//
-	// The event as delivered (same body), plus every attempt to every endpoint.
+	// The event as delivered (same body), plus its attempts to every endpoint (at most 100; `attemptsTruncated` says when there are more).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6246,6 +6253,8 @@ type ClientWithResponsesInterface interface {
 	// Starts a new round of attempts (with the usual retries) to every
 	// enabled endpoint that wants the event's type, with the same
 	// `webhook-id`, so a receiver that already has it can recognise it.
+	// At most 10 rounds per event and endpoint (then 400), and per
+	// workspace one call a second in bursts of 5 (then 429).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8231,6 +8240,12 @@ type RedeliverEventResponse404Headers struct {
 	XRequestId string
 }
 
+// RedeliverEventResponse429Headers the declared response headers of an HTTP 429 response for RedeliverEvent
+type RedeliverEventResponse429Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
 // RedeliverEventResponse500Headers the declared response headers of an HTTP 500 response for RedeliverEvent
 type RedeliverEventResponse500Headers struct {
 	XRequestId string
@@ -8250,6 +8265,8 @@ type RedeliverEventResponse struct {
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -8260,6 +8277,8 @@ type RedeliverEventResponse struct {
 	Headers401 *RedeliverEventResponse401Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *RedeliverEventResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RedeliverEventResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RedeliverEventResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -8279,6 +8298,11 @@ func (r RedeliverEventResponse) GetApplicationproblemJSON401() *Unauthorized {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r RedeliverEventResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RedeliverEventResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -10877,7 +10901,7 @@ func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params
 
 // GetEventWithResponse Read an event and its delivery attempts
 //
-// The event as delivered (same body), plus every attempt to every endpoint.
+// The event as delivered (same body), plus its attempts to every endpoint (at most 100; `attemptsTruncated` says when there are more).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10895,6 +10919,8 @@ func (c *ClientWithResponses) GetEventWithResponse(ctx context.Context, id Event
 // Starts a new round of attempts (with the usual retries) to every
 // enabled endpoint that wants the event's type, with the same
 // `webhook-id`, so a receiver that already has it can recognise it.
+// At most 10 rounds per event and endpoint (then 400), and per
+// workspace one call a second in bursts of 5 (then 429).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -13252,6 +13278,13 @@ func ParseRedeliverEventResponse(rsp *http.Response) (*RedeliverEventResponse, e
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13306,6 +13339,23 @@ func ParseRedeliverEventResponse(rsp *http.Response) (*RedeliverEventResponse, e
 			headers.XRequestId = value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers RedeliverEventResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers RedeliverEventResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
