@@ -23,9 +23,7 @@ package consent
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -147,7 +145,7 @@ func New(o Options) *Store {
 
 // ID is the _id of the suppression of an address in a workspace.
 func ID(workspaceID, address string) string {
-	return "sup_" + hashID("suppression", workspaceID, address)
+	return "sup_" + msgapi.HashID("suppression", workspaceID, address)
 }
 
 // Normalize turns an address as a caller wrote it into the list's form: a
@@ -203,7 +201,7 @@ func (s *Store) Get(ctx context.Context, workspaceID, address string) (Suppressi
 
 func (s *Store) read(ctx context.Context, id string) (Suppression, bool, error) {
 	var sp Suppression
-	err := s.sup.FindOne(ctx, byID(id)).Decode(&sp)
+	err := s.sup.FindOne(ctx, store.ByID(id)).Decode(&sp)
 	switch {
 	case store.IsNotFound(err):
 		return Suppression{}, false, nil
@@ -247,7 +245,7 @@ func (s *Store) Suppress(ctx context.Context, workspaceID, address, source strin
 	}
 	// Every writer writes a fact (this address said no, now): the last
 	// one standing is as good as any, so a plain replace by _id suffices.
-	if _, err := s.sup.ReplaceOne(ctx, byID(id), sp, options.Replace().SetUpsert(true)); err != nil {
+	if _, err := s.sup.ReplaceOne(ctx, store.ByID(id), sp, options.Replace().SetUpsert(true)); err != nil {
 		return Suppression{}, false, msgapi.Unavailable(fmt.Errorf("write suppression %s: %w", id, err))
 	}
 	s.logChange(ctx, ActionSuppressed, sp, source, ev)
@@ -267,7 +265,7 @@ func (s *Store) Lift(ctx context.Context, workspaceID, address, source string, e
 	}
 	now := s.now()
 	cur.Active, cur.LiftedAt, cur.LiftSource, cur.LiftEvidence = false, &now, source, &ev
-	if _, err := s.sup.ReplaceOne(ctx, byID(id), cur); err != nil {
+	if _, err := s.sup.ReplaceOne(ctx, store.ByID(id), cur); err != nil {
 		return false, msgapi.Unavailable(fmt.Errorf("lift suppression %s: %w", id, err))
 	}
 	s.logChange(ctx, ActionLifted, cur, source, ev)
@@ -301,7 +299,7 @@ func (s *Store) claim(ctx context.Context, action, workspaceID, address, message
 	if messageID == "" {
 		return true, nil
 	}
-	id := "cc_" + hashID("claim", action, workspaceID, address, messageID)
+	id := "cc_" + msgapi.HashID("claim", action, workspaceID, address, messageID)
 	_, err := s.claims.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "workspaceId", Value: workspaceID}, {Key: "createdAt", Value: s.now()}})
 	switch {
 	case err == nil:
@@ -315,7 +313,7 @@ func (s *Store) claim(ctx context.Context, action, workspaceID, address, message
 // ClaimReply decides, once per inbound event, who sends the confirmation
 // reply to a keyword: the one caller whose insert of the claim wins.
 func (s *Store) ClaimReply(ctx context.Context, workspaceID, inboundMessageID string) (bool, error) {
-	id := "cr_" + hashID("reply", workspaceID, inboundMessageID)
+	id := "cr_" + msgapi.HashID("reply", workspaceID, inboundMessageID)
 	_, err := s.replies.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "workspaceId", Value: workspaceID},
 		{Key: "messageId", Value: inboundMessageID}, {Key: "createdAt", Value: s.now()}})
 	switch {
@@ -356,7 +354,7 @@ func (s *Store) appendLog(ctx context.Context, ws, supID string, at time.Time) (
 	for n := h + 1; n < h+100000; n++ {
 		_, err := s.log.InsertOne(ctx, logEntry{ID: logID(ws, n), WorkspaceID: ws, Seq: n, SuppressionID: supID, At: at})
 		if err == nil {
-			_, _ = s.log.UpdateOne(ctx, byID(headID(ws)), bson.D{{Key: "$max", Value: bson.D{{Key: "seq", Value: n}}}}, options.UpdateOne().SetUpsert(true))
+			_, _ = s.log.UpdateOne(ctx, store.ByID(headID(ws)), bson.D{{Key: "$max", Value: bson.D{{Key: "seq", Value: n}}}}, options.UpdateOne().SetUpsert(true))
 			return n, nil
 		}
 		if !store.IsDuplicateKey(err) {
@@ -368,7 +366,7 @@ func (s *Store) appendLog(ctx context.Context, ws, supID string, at time.Time) (
 
 func (s *Store) headHint(ctx context.Context, ws string) (int64, error) {
 	var h logHead
-	err := s.log.FindOne(ctx, byID(headID(ws))).Decode(&h)
+	err := s.log.FindOne(ctx, store.ByID(headID(ws))).Decode(&h)
 	if err != nil && !store.IsNotFound(err) {
 		return 0, msgapi.Unavailable(fmt.Errorf("read suppression log head: %w", err))
 	}
@@ -381,7 +379,7 @@ func (s *Store) head(ctx context.Context, ws string) (int64, error) {
 		return 0, err
 	}
 	for {
-		err := s.log.FindOne(ctx, byID(logID(ws, h+1))).Err()
+		err := s.log.FindOne(ctx, store.ByID(logID(ws, h+1))).Err()
 		if store.IsNotFound(err) {
 			return h, nil
 		}
@@ -430,7 +428,7 @@ func (s *Store) List(ctx context.Context, ws, cursor string, limit int) (Page, e
 		for i := range k {
 			wg.Go(func() {
 				var en logEntry
-				if err := s.log.FindOne(ctx, byID(logID(ws, n-i))).Decode(&en); err != nil {
+				if err := s.log.FindOne(ctx, store.ByID(logID(ws, n-i))).Decode(&en); err != nil {
 					if !store.IsNotFound(err) {
 						errs[i] = err
 					}
@@ -483,17 +481,6 @@ func decodeCursor(c string) (int64, error) {
 	}
 	return n, nil
 }
-
-// hashID hashes length-prefixed parts, so no two part lists share a hash.
-func hashID(parts ...string) string {
-	h := sha256.New()
-	for _, p := range parts {
-		h.Write([]byte(strconv.Itoa(len(p)) + ":" + p))
-	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-func byID(id string) bson.D { return bson.D{{Key: "_id", Value: id}} }
 
 // Suppressed is Check as the send path consumes it (send.Options.Suppressed).
 func (s *Store) Suppressed(ctx context.Context, workspaceID, address string) (string, bool, error) {

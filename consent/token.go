@@ -43,7 +43,7 @@ func (s *Store) Tokens(ctx context.Context) (*Tokens, error) {
 		var doc struct {
 			Key string `bson:"key"`
 		}
-		if err := s.keys.FindOne(ctx, byID(TokenKeyID)).Decode(&doc); err != nil {
+		if err := s.keys.FindOne(ctx, store.ByID(TokenKeyID)).Decode(&doc); err != nil {
 			return nil, msgapi.Unavailable(fmt.Errorf("read unsubscribe token key: %w", err))
 		}
 		if key, err = base64.StdEncoding.DecodeString(doc.Key); err != nil || len(key) != 32 {

@@ -117,7 +117,7 @@ func (e *env) secondProcess() *store.Store {
 func (e *env) lock(lockID string) (lockDoc, bool) {
 	e.t.Helper()
 	var l lockDoc
-	err := e.s.Collection(locksName).FindOne(context.Background(), byID(lockID)).Decode(&l)
+	err := e.s.Collection(locksName).FindOne(context.Background(), store.ByID(lockID)).Decode(&l)
 	if store.IsNotFound(err) {
 		return l, false
 	}

@@ -41,17 +41,13 @@ package guard
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
-	"hash"
-	"io"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/store"
 )
 
@@ -128,28 +124,13 @@ type Key struct {
 // LockID is the hex SHA-256 of the key with every field length-prefixed, so
 // moving characters from one field to the next always changes it.
 func LockID(k Key) string {
-	return hashOf("msgapi/dedup-lock/v1", k.WorkspaceID, k.Phone, k.Email, k.Body)
+	return msgapi.HashFields("msgapi/dedup-lock/v1", k.WorkspaceID, k.Phone, k.Email, k.Body)
 }
 
 // takeoverID names the claim on one generation of a lock: the holder whose
 // message id is from.
 func takeoverID(lockID, from string) string {
-	return hashOf("msgapi/dedup-takeover/v1", lockID, from)
-}
-
-func hashOf(fields ...string) string {
-	h := sha256.New()
-	for _, f := range fields {
-		frame(h, f)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-func frame(h hash.Hash, s string) {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-	h.Write(n[:])
-	_, _ = io.WriteString(h, s)
+	return msgapi.HashFields("msgapi/dedup-takeover/v1", lockID, from)
 }
 
 // Outcome is what Acquire decided.

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/store"
 )
@@ -41,8 +39,6 @@ type takeoverDoc struct {
 	CreatedAt time.Time `bson:"createdAt"`
 	ExpiresAt time.Time `bson:"expiresAt"`
 }
-
-func byID(id string) bson.D { return bson.D{{Key: "_id", Value: id}} }
 
 // holder is whoever answers for the lock now: the message id the lock
 // document names or, when that generation has been claimed, the claimant the
@@ -85,7 +81,7 @@ func (g *Guard) insertLock(ctx context.Context, workspaceID, lockID, messageID s
 // observe reads the lock; nil when there is none.
 func (g *Guard) observe(ctx context.Context, lockID string) (*view, error) {
 	var l lockDoc
-	err := g.locks.FindOne(ctx, byID(lockID)).Decode(&l)
+	err := g.locks.FindOne(ctx, store.ByID(lockID)).Decode(&l)
 	switch {
 	case store.IsNotFound(err):
 		return nil, nil
@@ -119,7 +115,7 @@ func (g *Guard) claim(ctx context.Context, lockID, workspaceID, from, next, reas
 // named. It returns the lock as it now stands when the record is gone.
 func (g *Guard) successor(ctx context.Context, lockID string, v *view) (*view, error) {
 	var t takeoverDoc
-	err := g.takeovers.FindOne(ctx, byID(takeoverID(lockID, v.h.messageID))).Decode(&t)
+	err := g.takeovers.FindOne(ctx, store.ByID(takeoverID(lockID, v.h.messageID))).Decode(&t)
 	switch {
 	case store.IsNotFound(err):
 		return g.observe(ctx, lockID)
@@ -149,7 +145,7 @@ func (g *Guard) rewrite(ctx context.Context, v *view, messageID string, window t
 		CreatedAt: now, ExpiresAt: now.Add(window),
 	}
 	var before lockDoc
-	err = g.locks.FindOneAndReplace(ctx, byID(v.lock.ID), mine).Decode(&before)
+	err = g.locks.FindOneAndReplace(ctx, store.ByID(v.lock.ID), mine).Decode(&before)
 	switch {
 	case store.IsNotFound(err):
 		return false, nil, nil
@@ -160,7 +156,7 @@ func (g *Guard) rewrite(ctx context.Context, v *view, messageID string, window t
 	case slices.Contains(v.chain, before.MessageID):
 		return true, nil, nil
 	}
-	if _, err := g.locks.ReplaceOne(ctx, byID(v.lock.ID), before); err != nil {
+	if _, err := g.locks.ReplaceOne(ctx, store.ByID(v.lock.ID), before); err != nil {
 		return false, nil, unavailable("give back lock", v.lock.ID, err)
 	}
 	return false, viewOf(before), nil

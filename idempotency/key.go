@@ -3,10 +3,8 @@ package idempotency
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"hash"
 	"io"
 	"strings"
 	"unicode/utf8"
@@ -95,14 +93,14 @@ func invalidKey(msg string) error {
 // raw bytes, so no two different invalid bodies collide.
 func Fingerprint(method, path string, body []byte) string {
 	h := sha256.New()
-	frame(h, method)
-	frame(h, path)
+	msgapi.Frame(h, method)
+	msgapi.Frame(h, path)
 	if c, ok := canonicalJSON(body); ok {
-		frame(h, "json")
-		frame(h, c)
+		msgapi.Frame(h, "json")
+		msgapi.Frame(h, c)
 	} else {
-		frame(h, "raw")
-		frame(h, body)
+		msgapi.Frame(h, "raw")
+		msgapi.Frame(h, body)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -129,35 +127,17 @@ func canonicalJSON(body []byte) ([]byte, bool) {
 	return c, true
 }
 
-// frame writes one length-prefixed field, so that moving bytes between
-// fields always changes the hash.
-func frame[T string | []byte](h hash.Hash, field T) {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(field)))
-	h.Write(n[:])
-	h.Write([]byte(field))
-}
-
 // RecordID is the _id of the idempotency record for one key: hex SHA-256
 // over the workspace, method, path and key, length-prefixed. Keys are scoped
 // to all four, so two workspaces that pick the same key never meet.
 func RecordID(workspaceID, method, path, key string) string {
-	h := sha256.New()
-	frame(h, workspaceID)
-	frame(h, method)
-	frame(h, path)
-	frame(h, key)
-	return hex.EncodeToString(h.Sum(nil))
+	return msgapi.HashFields(workspaceID, method, path, key)
 }
 
 // takeoverID names the one takeover allowed of a record generation: the
 // record's id and the token of the claim being replaced.
 func takeoverID(recordID, token string) string {
-	h := sha256.New()
-	frame(h, "takeover")
-	frame(h, recordID)
-	frame(h, token)
-	return hex.EncodeToString(h.Sum(nil))
+	return msgapi.HashFields("takeover", recordID, token)
 }
 
 // keyOf finds the request's key: the header, or the body member when one

@@ -76,13 +76,9 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// byID is the only filter shape this package uses: the one the embedded
-// engine pushes down to its _id index (and the one that stays on one shard).
-func byID(id string) bson.D { return bson.D{{Key: "_id", Value: id}} }
-
 // find reads the record; found is false when there is none.
 func (k *Keys) find(ctx context.Context, id string) (rec record, found bool, err error) {
-	err = k.store.Collection(keysCollection).FindOne(ctx, byID(id)).Decode(&rec)
+	err = k.store.Collection(keysCollection).FindOne(ctx, store.ByID(id)).Decode(&rec)
 	switch {
 	case err == nil:
 		return rec, true, nil
@@ -143,7 +139,7 @@ func (k *Keys) takeOver(ctx context.Context, old, next record, now time.Time) (w
 		// uncertain failure keeps the claim; the key answers 409 until the
 		// takeover document expires (a lease, at least a minute).
 		if definitelyNotWritten(err) {
-			_, _ = k.store.Collection(takeoversCollection).DeleteOne(context.WithoutCancel(ctx), byID(takeoverID(old.ID, old.Token)))
+			_, _ = k.store.Collection(takeoversCollection).DeleteOne(context.WithoutCancel(ctx), store.ByID(takeoverID(old.ID, old.Token)))
 		}
 		if store.IsDuplicateKey(err) {
 			return false, nil
@@ -173,7 +169,7 @@ func definitelyNotWritten(err error) bool {
 // concurrent claim of the empty slot may win: then put returns the
 // duplicate-key error.
 func (k *Keys) put(ctx context.Context, rec record) error {
-	res, err := k.store.Collection(keysCollection).ReplaceOne(ctx, byID(rec.ID), rec)
+	res, err := k.store.Collection(keysCollection).ReplaceOne(ctx, store.ByID(rec.ID), rec)
 	if err != nil {
 		return fmt.Errorf("write idempotency record %s: %w", rec.ID, err)
 	}
@@ -185,7 +181,7 @@ func (k *Keys) put(ctx context.Context, rec record) error {
 
 // remove deletes the record. Only the winner of its current generation calls it.
 func (k *Keys) remove(ctx context.Context, id string) error {
-	if _, err := k.store.Collection(keysCollection).DeleteOne(ctx, byID(id)); err != nil {
+	if _, err := k.store.Collection(keysCollection).DeleteOne(ctx, store.ByID(id)); err != nil {
 		return fmt.Errorf("delete idempotency record %s: %w", id, err)
 	}
 	return nil

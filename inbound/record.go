@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -64,33 +63,24 @@ type attachmentRecord struct {
 
 // EventID is the _id of an event's completion record.
 func EventID(workspaceID, channel, key string) string {
-	return "ie_" + hashID("event", workspaceID, channel, key)
+	return "ie_" + msgapi.HashID("event", workspaceID, channel, key)
 }
 
 // MessageID is the _id of the inbound message an event becomes. Deriving it
 // from the vendor's key is what makes a retry find the message instead of
 // writing a second one, however long after.
 func MessageID(workspaceID, channel, key string) string {
-	return "msg_in_" + hashID("message", workspaceID, channel, key)
+	return "msg_in_" + msgapi.HashID("message", workspaceID, channel, key)
 }
 
 // AttachmentID is the _id of the record of one file's bytes in a workspace.
 func AttachmentID(workspaceID, sha256Hex string) string {
-	return "att_" + hashID("attachment", workspaceID, sha256Hex)
+	return "att_" + msgapi.HashID("attachment", workspaceID, sha256Hex)
 }
 
 // RedisKey is the fast-path key of an event.
 func RedisKey(workspaceID, channel, key string) string {
 	return "dedup:" + workspaceID + ":" + channel + ":" + key
-}
-
-// hashID hashes length-prefixed parts, so no two part lists share a hash.
-func hashID(parts ...string) string {
-	h := sha256.New()
-	for _, p := range parts {
-		h.Write([]byte(strconv.Itoa(len(p)) + ":" + p))
-	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 type result struct {

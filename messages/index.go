@@ -94,7 +94,7 @@ type headHint struct {
 // feedKey names one feed of one workspace; the workspace is always part of
 // it, so another workspace's lead or conversation id names an empty feed.
 func feedKey(workspaceID, kind, id string) string {
-	return hashID("feed", workspaceID, kind, id)
+	return msgapi.HashID("feed", workspaceID, kind, id)
 }
 
 func slotID(feed string, n int64) string { return "mi_" + feed + "_" + strconv.FormatInt(n, 10) }
@@ -191,7 +191,7 @@ func (s *Store) Index(ctx context.Context, m *Message, fresh bool) error {
 // interrupted delivery): it looks for the message's marker first (one
 // read), and indexes the stored message only when there is none.
 func (s *Store) IndexOnce(ctx context.Context, messageID string) error {
-	err := s.idx.FindOne(ctx, byID(markerID(messageID))).Err()
+	err := s.idx.FindOne(ctx, store.ByID(markerID(messageID))).Err()
 	switch {
 	case err == nil:
 		return nil
@@ -337,7 +337,7 @@ func (s *Store) findHead(ctx context.Context, feed string) (int64, error) {
 	lo := from.top
 	if !known {
 		var h headHint
-		err := s.idx.FindOne(ctx, byID(hintID(feed))).Decode(&h)
+		err := s.idx.FindOne(ctx, store.ByID(hintID(feed))).Decode(&h)
 		if err != nil && !store.IsNotFound(err) {
 			return 0, msgapi.Unavailable(fmt.Errorf("read feed hint: %w", err))
 		}
@@ -384,12 +384,12 @@ const hintEvery = 64
 func (s *Store) raiseHint(ctx context.Context, feed string, head int64) {
 	// $max keeps the hint from going down; on the embedded engine the
 	// update is not atomic, so a race may lower it: it is only a hint.
-	_, _ = s.idx.UpdateOne(ctx, byID(hintID(feed)),
+	_, _ = s.idx.UpdateOne(ctx, store.ByID(hintID(feed)),
 		bson.D{{Key: "$max", Value: bson.D{{Key: "head", Value: head}}}}, options.UpdateOne().SetUpsert(true))
 }
 
 func (s *Store) slotTaken(ctx context.Context, feed string, n int64) (bool, error) {
-	err := s.idx.FindOne(ctx, byID(slotID(feed, n)), options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
+	err := s.idx.FindOne(ctx, store.ByID(slotID(feed, n)), options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
 	switch {
 	case err == nil:
 		return true, nil

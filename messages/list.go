@@ -181,7 +181,7 @@ func (q ListQuery) decodeCursor(c string) (int64, string) {
 
 func (q ListQuery) filterHash() string {
 	f := q.ListFilter
-	h := sha256.Sum256([]byte(hashID(f.LeadID, f.ConversationID, f.Direction, f.Status, f.Channel,
+	h := sha256.Sum256([]byte(msgapi.HashID(f.LeadID, f.ConversationID, f.Direction, f.Status, f.Channel,
 		timeKey(f.Since), timeKey(f.Until))))
 	return hex.EncodeToString(h[:6])
 }
@@ -269,7 +269,7 @@ func (s *Store) readSlots(ctx context.Context, workspaceID, feed string, slots [
 	entries := make([]*indexEntry, len(slots))
 	err := parallel(len(slots), func(i int) error {
 		var e indexEntry
-		err := s.idx.FindOne(ctx, byID(slotID(feed, slots[i]))).Decode(&e)
+		err := s.idx.FindOne(ctx, store.ByID(slotID(feed, slots[i]))).Decode(&e)
 		switch {
 		case store.IsNotFound(err):
 			return nil // not written yet (a concurrent send): skip
@@ -412,7 +412,7 @@ func (s *Store) FindLead(ctx context.Context, workspaceID, phone, email string) 
 // not found.
 func (s *Store) GetConversation(ctx context.Context, workspaceID, id string) (Conversation, error) {
 	var c Conversation
-	err := s.convs.FindOne(ctx, byID(id)).Decode(&c)
+	err := s.convs.FindOne(ctx, store.ByID(id)).Decode(&c)
 	switch {
 	case store.IsNotFound(err), err == nil && c.WorkspaceID != workspaceID:
 		return Conversation{}, msgapi.Errorf(msgapi.CodeNotFound, "conversation %q does not exist in this workspace", id)

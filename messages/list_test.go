@@ -216,10 +216,10 @@ func TestListSkipsTombstonesMissingAndFillers(t *testing.T) {
 	keep := e.write(e.s, "+15550100001", "outbound", ChannelSMS)
 	tomb := e.write(e.s, "+15550100001", "outbound", ChannelSMS)
 	gone := e.write(e.s, "+15550100001", "outbound", ChannelSMS)
-	if _, err := e.st.Collection("messages").UpdateOne(ctx, byID(tomb.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: StatusTombstone}}}}); err != nil {
+	if _, err := e.st.Collection("messages").UpdateOne(ctx, store.ByID(tomb.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: StatusTombstone}}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.st.Collection("messages").DeleteOne(ctx, byID(gone.ID)); err != nil {
+	if _, err := e.st.Collection("messages").DeleteOne(ctx, store.ByID(gone.ID)); err != nil {
 		t.Fatal(err)
 	}
 	// A slot reserved and then filled (the writer could not use it).
@@ -395,7 +395,7 @@ func TestListSince(t *testing.T) {
 	past := old.CreatedAt.Add(-2 * clockSlack)
 	feed := feedKey(e.ws, feedWorkspace, e.ws)
 	for _, c := range []struct{ coll, id string }{{"messages", old.ID}, {IndexCollection, slotID(feed, 1)}} {
-		if _, err := e.st.Collection(c.coll).UpdateOne(ctx, byID(c.id), bson.D{{Key: "$set", Value: bson.D{{Key: "createdAt", Value: past}}}}); err != nil {
+		if _, err := e.st.Collection(c.coll).UpdateOne(ctx, store.ByID(c.id), bson.D{{Key: "$set", Value: bson.D{{Key: "createdAt", Value: past}}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

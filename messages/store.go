@@ -12,12 +12,9 @@ package messages
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -195,32 +192,23 @@ func NewStore(s *store.Store) *Store {
 // LeadID is the _id of the lead for one contact identifier.
 func LeadID(workspaceID, phone, email string) string {
 	if phone != "" {
-		return "lead_" + hashID(workspaceID, "phone", phone)
+		return "lead_" + msgapi.HashID(workspaceID, "phone", phone)
 	}
-	return "lead_" + hashID(workspaceID, "email", email)
+	return "lead_" + msgapi.HashID(workspaceID, "email", email)
 }
 
 // ConversationID is the _id of the thread with one address.
 func ConversationID(workspaceID, phone, email string) string {
 	if phone != "" {
-		return "conv_" + hashID(workspaceID, "phone", phone)
+		return "conv_" + msgapi.HashID(workspaceID, "phone", phone)
 	}
-	return "conv_" + hashID(workspaceID, "email", email)
-}
-
-// hashID hashes length-prefixed parts, so no two part lists share a hash.
-func hashID(parts ...string) string {
-	h := sha256.New()
-	for _, p := range parts {
-		h.Write([]byte(strconv.Itoa(len(p)) + ":" + p))
-	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	return "conv_" + msgapi.HashID(workspaceID, "email", email)
 }
 
 // GetLead reads a workspace's lead; another workspace's lead is not found.
 func (s *Store) GetLead(ctx context.Context, workspaceID, id string) (Lead, error) {
 	var l Lead
-	err := s.leads.FindOne(ctx, byID(id)).Decode(&l)
+	err := s.leads.FindOne(ctx, store.ByID(id)).Decode(&l)
 	switch {
 	case store.IsNotFound(err), err == nil && l.WorkspaceID != workspaceID:
 		return Lead{}, msgapi.Errorf(msgapi.CodeLeadNotFound, "lead %q does not exist in this workspace", id)
@@ -237,7 +225,7 @@ func (s *Store) GetLead(ctx context.Context, workspaceID, id string) (Lead, erro
 func (s *Store) FindOrCreateLead(ctx context.Context, workspaceID, phone, email string, crm CRMRefs) (Lead, bool, error) {
 	id := LeadID(workspaceID, phone, email)
 	var l Lead
-	err := s.leads.FindOne(ctx, byID(id)).Decode(&l)
+	err := s.leads.FindOne(ctx, store.ByID(id)).Decode(&l)
 	if store.IsNotFound(err) {
 		now := s.now()
 		l = Lead{ID: id, WorkspaceID: workspaceID, Phone: phone, Email: email, CRM: crm, CreatedAt: now, UpdatedAt: now}
@@ -249,7 +237,7 @@ func (s *Store) FindOrCreateLead(ctx context.Context, workspaceID, phone, email 
 			return Lead{}, false, msgapi.Unavailable(fmt.Errorf("insert lead: %w", err))
 		}
 		// Another request created it first: read the winner.
-		err = s.leads.FindOne(ctx, byID(id)).Decode(&l)
+		err = s.leads.FindOne(ctx, store.ByID(id)).Decode(&l)
 	}
 	if err != nil {
 		return Lead{}, false, msgapi.Unavailable(fmt.Errorf("read lead %s: %w", id, err))
@@ -266,7 +254,7 @@ func (s *Store) UpdateCRM(ctx context.Context, l Lead, crm CRMRefs) (Lead, error
 		return l, nil
 	}
 	l.CRM, l.UpdatedAt = merged, s.now()
-	_, err := s.leads.UpdateOne(ctx, byID(l.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "crm", Value: l.CRM}, {Key: "updatedAt", Value: l.UpdatedAt}}}})
+	_, err := s.leads.UpdateOne(ctx, store.ByID(l.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "crm", Value: l.CRM}, {Key: "updatedAt", Value: l.UpdatedAt}}}})
 	if err != nil {
 		return Lead{}, msgapi.Unavailable(fmt.Errorf("update lead %s: %w", l.ID, err))
 	}
@@ -292,7 +280,7 @@ func (c CRMRefs) merge(in CRMRefs) CRMRefs {
 func (s *Store) EnsureConversation(ctx context.Context, workspaceID, leadID, phone, email string, fresh bool) (string, error) {
 	id := ConversationID(workspaceID, phone, email)
 	if !fresh {
-		err := s.convs.FindOne(ctx, byID(id)).Err()
+		err := s.convs.FindOne(ctx, store.ByID(id)).Err()
 		if err == nil {
 			return id, nil
 		}
@@ -358,7 +346,7 @@ func (s *Store) Fence(ctx context.Context, reason string, ids ...string) (won []
 	if s.unfenced {
 		won = make([]bool, len(ids))
 		for i, id := range ids {
-			err := s.msgs.FindOne(ctx, byID(id)).Err()
+			err := s.msgs.FindOne(ctx, store.ByID(id)).Err()
 			if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
 				return nil, msgapi.Unavailable(fmt.Errorf("read message %s: %w", id, err))
 			}
@@ -407,7 +395,7 @@ func (s *Store) absent(ctx context.Context, ids []string) ([]int, error) {
 	g.SetLimit(8)
 	for i, id := range ids {
 		g.Go(func() error {
-			err := s.msgs.FindOne(gctx, byID(id), options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
+			err := s.msgs.FindOne(gctx, store.ByID(id), options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
 			switch {
 			case errors.Is(err, mongo.ErrNoDocuments):
 				missing[i] = true
@@ -514,7 +502,7 @@ func (s *Store) RecordOutcome(ctx context.Context, m *Message) error {
 // blocks nothing and no sweeper takes it for a lost outcome.
 func (s *Store) MarkNotSent(ctx context.Context, id, reason string) error {
 	set := bson.D{{Key: "status", Value: StatusFailed}, {Key: "error", Value: reason}, {Key: "updatedAt", Value: s.now()}}
-	if _, err := s.msgs.UpdateOne(ctx, byID(id), bson.D{{Key: "$set", Value: set}}); err != nil {
+	if _, err := s.msgs.UpdateOne(ctx, store.ByID(id), bson.D{{Key: "$set", Value: set}}); err != nil {
 		return msgapi.Unavailable(fmt.Errorf("mark message %s not sent: %w", id, err))
 	}
 	return nil
@@ -523,7 +511,7 @@ func (s *Store) MarkNotSent(ctx context.Context, id, reason string) error {
 // Get reads a message by id; found=false when it does not exist (yet).
 func (s *Store) Get(ctx context.Context, id string) (Message, bool, error) {
 	var m Message
-	err := s.msgs.FindOne(ctx, byID(id)).Decode(&m)
+	err := s.msgs.FindOne(ctx, store.ByID(id)).Decode(&m)
 	switch {
 	case store.IsNotFound(err):
 		return Message{}, false, nil
@@ -545,8 +533,6 @@ func (s *Store) GetForWorkspace(ctx context.Context, workspaceID, id string) (Me
 	}
 	return m, nil
 }
-
-func byID(id string) bson.D { return bson.D{{Key: "_id", Value: id}} }
 
 // bsonSafe turns the json.Numbers of decoded metadata into int64 or
 // float64, which BSON stores as numbers (a json.Number would be a string).

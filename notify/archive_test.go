@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/store/storetest"
 )
 
@@ -48,7 +49,7 @@ func TestArchiveUnsubscribedOnce(t *testing.T) {
 		t.Errorf("%d pending events left, want 0", n)
 	}
 	var have event
-	if err := ob.events.FindOne(ctx, byID(e.ID)).Decode(&have); err != nil || !have.Scheduled {
+	if err := ob.events.FindOne(ctx, store.ByID(e.ID)).Decode(&have); err != nil || !have.Scheduled {
 		t.Errorf("archive %+v (%v), want it marked scheduled", have, err)
 	}
 }
@@ -67,7 +68,7 @@ func TestLogHeadHintLags(t *testing.T) {
 				t.Fatal(err)
 			}
 			var e event
-			if err := ob.pending.FindOne(ctx, byID(EventID("ws_a", TypeMessageSent, fmt.Sprintf("msg_%02d", i)))).Decode(&e); err != nil {
+			if err := ob.pending.FindOne(ctx, store.ByID(EventID("ws_a", TypeMessageSent, fmt.Sprintf("msg_%02d", i)))).Decode(&e); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := ob.archive(ctx, e); err != nil {
@@ -94,7 +95,7 @@ func TestLogHeadHintLags(t *testing.T) {
 		seen[v.ID] = true
 	}
 	for n := int64(1); n <= hintEvery+8; n++ {
-		if err := st.Collection(collLog).FindOne(ctx, byID(logID("ws_a", n))).Err(); err != nil {
+		if err := st.Collection(collLog).FindOne(ctx, store.ByID(logID("ws_a", n))).Err(); err != nil {
 			t.Errorf("log slot %d: %v", n, err)
 		}
 	}

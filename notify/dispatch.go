@@ -50,7 +50,7 @@ type delivery struct {
 // DeliveryID is the _id of an event's automatic delivery to an endpoint;
 // round > 0 names the round-th manual redelivery.
 func DeliveryID(eventID, endpointID string, round int) string {
-	return "dlv_" + hashID(eventID, endpointID, strconv.Itoa(round))
+	return "dlv_" + msgapi.HashID(eventID, endpointID, strconv.Itoa(round))
 }
 
 // attempt is the claim of one attempt, inserted before the HTTP call.
@@ -76,8 +76,12 @@ type result struct {
 	ExpiresAt  time.Time  `bson:"expiresAt"`
 }
 
-func attemptID(deliveryID string, n int) string { return "att_" + hashID(deliveryID, strconv.Itoa(n)) }
-func resultID(deliveryID string, n int) string  { return "res_" + hashID(deliveryID, strconv.Itoa(n)) }
+func attemptID(deliveryID string, n int) string {
+	return "att_" + msgapi.HashID(deliveryID, strconv.Itoa(n))
+}
+func resultID(deliveryID string, n int) string {
+	return "res_" + msgapi.HashID(deliveryID, strconv.Itoa(n))
+}
 
 // Run dispatches until ctx ends: it moves pending events into the archive
 // and their deliveries, and runs due attempts on Workers goroutines. It
@@ -214,11 +218,11 @@ func (o *Outbox) archive(ctx context.Context, e event) ([]delivery, error) {
 	_, err = o.events.InsertOne(ctx, e)
 	if store.IsDuplicateKey(err) {
 		var have event
-		if err := o.events.FindOne(ctx, byID(e.ID)).Decode(&have); err != nil {
+		if err := o.events.FindOne(ctx, store.ByID(e.ID)).Decode(&have); err != nil {
 			return nil, fmt.Errorf("read event %s: %w", e.ID, err)
 		}
 		if have.Scheduled { // a repeat of a fact already handled: no second event
-			_, err := o.pending.DeleteOne(ctx, byID(e.ID))
+			_, err := o.pending.DeleteOne(ctx, store.ByID(e.ID))
 			return nil, err
 		}
 	} else if err != nil {
@@ -237,10 +241,10 @@ func (o *Outbox) archive(ctx context.Context, e event) ([]delivery, error) {
 		ds = append(ds, d)
 		ids = append(ids, ep.ID)
 	}
-	if _, err := o.events.UpdateOne(ctx, byID(e.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "scheduled", Value: true}, {Key: "endpointIds", Value: ids}}}}); err != nil {
+	if _, err := o.events.UpdateOne(ctx, store.ByID(e.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "scheduled", Value: true}, {Key: "endpointIds", Value: ids}}}}); err != nil {
 		return ds, fmt.Errorf("mark event %s scheduled: %w", e.ID, err)
 	}
-	if _, err := o.pending.DeleteOne(ctx, byID(e.ID)); err != nil {
+	if _, err := o.pending.DeleteOne(ctx, store.ByID(e.ID)); err != nil {
 		return ds, fmt.Errorf("delete pending event %s: %w", e.ID, err)
 	}
 	return ds, nil
@@ -254,7 +258,7 @@ func (o *Outbox) archive(ctx context.Context, e event) ([]delivery, error) {
 // document; an archive left unmarked by an older process is marked.
 func (o *Outbox) archiveUnsubscribed(ctx context.Context, e event) error {
 	var have event
-	err := o.events.FindOne(ctx, byID(e.ID)).Decode(&have)
+	err := o.events.FindOne(ctx, store.ByID(e.ID)).Decode(&have)
 	switch {
 	case err == nil && have.Scheduled:
 	case err == nil || store.IsNotFound(err):
@@ -264,7 +268,7 @@ func (o *Outbox) archiveUnsubscribed(ctx context.Context, e event) error {
 		e.Scheduled = true
 		_, err := o.events.InsertOne(ctx, e)
 		if store.IsDuplicateKey(err) {
-			_, err = o.events.UpdateOne(ctx, byID(e.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "scheduled", Value: true}}}})
+			_, err = o.events.UpdateOne(ctx, store.ByID(e.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "scheduled", Value: true}}}})
 		}
 		if err != nil {
 			return fmt.Errorf("archive event %s: %w", e.ID, err)
@@ -272,7 +276,7 @@ func (o *Outbox) archiveUnsubscribed(ctx context.Context, e event) error {
 	default:
 		return fmt.Errorf("read event %s: %w", e.ID, err)
 	}
-	if _, err := o.pending.DeleteOne(ctx, byID(e.ID)); err != nil {
+	if _, err := o.pending.DeleteOne(ctx, store.ByID(e.ID)); err != nil {
 		return fmt.Errorf("delete pending event %s: %w", e.ID, err)
 	}
 	return nil
@@ -305,7 +309,7 @@ func (o *Outbox) attempt(ctx context.Context, d delivery) {
 	}
 
 	var e event
-	err := o.events.FindOne(ctx, byID(d.EventID)).Decode(&e)
+	err := o.events.FindOne(ctx, store.ByID(d.EventID)).Decode(&e)
 	ep, eperr := o.getEndpoint(ctx, "", d.EndpointID)
 	switch {
 	case store.IsNotFound(err), msgapi.ErrorCode(eperr) == msgapi.CodeNotFound, eperr == nil && ep.DisabledAt != nil:
@@ -349,10 +353,10 @@ func (o *Outbox) attempt(ctx context.Context, d delivery) {
 	case gone:
 		o.disable(ctx, ep, "the endpoint answered 410 Gone")
 	case res.Success && ep.FailingSince != nil:
-		_, _ = o.endpoints.UpdateOne(ctx, byID(ep.ID), bson.D{{Key: "$unset", Value: bson.D{{Key: "failingSince", Value: ""}}}})
+		_, _ = o.endpoints.UpdateOne(ctx, store.ByID(ep.ID), bson.D{{Key: "$unset", Value: bson.D{{Key: "failingSince", Value: ""}}}})
 		o.epCache.forget(ep.WorkspaceID)
 	case !res.Success && ep.FailingSince == nil:
-		_, _ = o.endpoints.UpdateOne(ctx, byID(ep.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "failingSince", Value: res.At}}}})
+		_, _ = o.endpoints.UpdateOne(ctx, store.ByID(ep.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "failingSince", Value: res.At}}}})
 		o.epCache.forget(ep.WorkspaceID)
 	case !res.Success && res.NextAt == nil && res.At.Sub(*ep.FailingSince) >= o.opts.DisableAfter:
 		o.disable(ctx, ep, fmt.Sprintf("no successful delivery since %s and the retries of an event ran out", ep.FailingSince.Format(time.RFC3339)))
@@ -364,10 +368,10 @@ func (o *Outbox) attempt(ctx context.Context, d delivery) {
 // attempt, or out of the backlog.
 func (o *Outbox) finish(ctx context.Context, d delivery, res result) {
 	if res.NextAt == nil {
-		_, _ = o.deliveries.DeleteOne(ctx, byID(d.ID))
+		_, _ = o.deliveries.DeleteOne(ctx, store.ByID(d.ID))
 		return
 	}
-	_, _ = o.deliveries.UpdateOne(ctx, byID(d.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "attempt", Value: d.Attempt + 1}, {Key: "dueAt", Value: *res.NextAt}}}})
+	_, _ = o.deliveries.UpdateOne(ctx, store.ByID(d.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "attempt", Value: d.Attempt + 1}, {Key: "dueAt", Value: *res.NextAt}}}})
 }
 
 // claimedElsewhere handles a lost claim: the attempt's result moves the
@@ -375,7 +379,7 @@ func (o *Outbox) finish(ctx context.Context, d delivery, res result) {
 // claimer died) and the next attempt becomes due.
 func (o *Outbox) claimedElsewhere(ctx context.Context, d delivery) {
 	var res result
-	err := o.results.FindOne(ctx, byID(resultID(d.ID, d.Attempt))).Decode(&res)
+	err := o.results.FindOne(ctx, store.ByID(resultID(d.ID, d.Attempt))).Decode(&res)
 	if err == nil {
 		o.finish(ctx, d, res)
 		return
@@ -384,19 +388,19 @@ func (o *Outbox) claimedElsewhere(ctx context.Context, d delivery) {
 		return
 	}
 	var a attempt
-	if err := o.attempts.FindOne(ctx, byID(attemptID(d.ID, d.Attempt))).Decode(&a); err != nil {
+	if err := o.attempts.FindOne(ctx, store.ByID(attemptID(d.ID, d.Attempt))).Decode(&a); err != nil {
 		return
 	}
 	next := a.LeaseUntil
 	if !o.now().Before(a.LeaseUntil) {
 		if d.Attempt >= len(o.opts.Schedule) {
-			_, _ = o.deliveries.DeleteOne(ctx, byID(d.ID))
+			_, _ = o.deliveries.DeleteOne(ctx, store.ByID(d.ID))
 			return
 		}
 		o.finish(ctx, d, result{NextAt: &next})
 		return
 	}
-	_, _ = o.deliveries.UpdateOne(ctx, byID(d.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "dueAt", Value: next}}}})
+	_, _ = o.deliveries.UpdateOne(ctx, store.ByID(d.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "dueAt", Value: next}}}})
 }
 
 // post sends one attempt. Only 2xx is success; redirects are not followed.
@@ -489,7 +493,7 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 // webhook_endpoint.disabled event (to its other endpoints).
 func (o *Outbox) disable(ctx context.Context, ep Endpoint, reason string) {
 	now := o.now()
-	_, err := o.endpoints.UpdateOne(ctx, byID(ep.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "disabledAt", Value: now}, {Key: "disabledReason", Value: reason}}}})
+	_, err := o.endpoints.UpdateOne(ctx, store.ByID(ep.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "disabledAt", Value: now}, {Key: "disabledReason", Value: reason}}}})
 	if err != nil {
 		o.log.Warn().Err(err).Str("event", events.WebhookStoreError).Str("endpointId", ep.ID).Msg("outbox: disable endpoint")
 		return

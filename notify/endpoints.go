@@ -89,10 +89,10 @@ func (o *Outbox) takeSlot(ctx context.Context, workspaceID, endpointID string) (
 // again; of two reclaimers only one insert wins.
 func (o *Outbox) reclaimSlot(ctx context.Context, s slot) bool {
 	var held slot
-	if err := o.slots.FindOne(ctx, byID(s.ID)).Decode(&held); err != nil || o.now().Sub(held.TakenAt) < slotGrace {
+	if err := o.slots.FindOne(ctx, store.ByID(s.ID)).Decode(&held); err != nil || o.now().Sub(held.TakenAt) < slotGrace {
 		return false
 	}
-	if err := o.endpoints.FindOne(ctx, byID(held.EndpointID)).Err(); !store.IsNotFound(err) {
+	if err := o.endpoints.FindOne(ctx, store.ByID(held.EndpointID)).Err(); !store.IsNotFound(err) {
 		return false
 	}
 	if _, err := o.slots.DeleteOne(ctx, bson.D{{Key: "_id", Value: s.ID}, {Key: "endpointId", Value: held.EndpointID}}); err != nil {
@@ -236,7 +236,7 @@ func (o *Outbox) DeleteEndpoint(ctx context.Context, workspaceID, id string) err
 	if err != nil {
 		return err
 	}
-	if _, err := o.endpoints.DeleteOne(ctx, byID(id)); err != nil {
+	if _, err := o.endpoints.DeleteOne(ctx, store.ByID(id)); err != nil {
 		return msgapi.Unavailable(fmt.Errorf("delete webhook endpoint %s: %w", id, err))
 	}
 	if ep.Slot > 0 { // a slot left behind is reclaimed by a later create
@@ -249,7 +249,7 @@ func (o *Outbox) DeleteEndpoint(ctx context.Context, workspaceID, id string) err
 // getEndpoint reads an endpoint by id; another workspace's is not found.
 func (o *Outbox) getEndpoint(ctx context.Context, workspaceID, id string) (Endpoint, error) {
 	var ep Endpoint
-	err := o.endpoints.FindOne(ctx, byID(id)).Decode(&ep)
+	err := o.endpoints.FindOne(ctx, store.ByID(id)).Decode(&ep)
 	switch {
 	case store.IsNotFound(err), err == nil && workspaceID != "" && ep.WorkspaceID != workspaceID:
 		return Endpoint{}, msgapi.Errorf(msgapi.CodeNotFound, "webhook endpoint %q does not exist in this workspace", id)

@@ -66,7 +66,7 @@ func (o *Outbox) appendLog(ctx context.Context, e event) error {
 			o.nextSeq[e.WorkspaceID] = n + 1
 			o.seqMu.Unlock()
 			if n%hintEvery == 0 {
-				_, _ = o.evlog.UpdateOne(ctx, byID(headID(e.WorkspaceID)), bson.D{{Key: "$max", Value: bson.D{{Key: "seq", Value: n}}}}, upsert())
+				_, _ = o.evlog.UpdateOne(ctx, store.ByID(headID(e.WorkspaceID)), bson.D{{Key: "$max", Value: bson.D{{Key: "seq", Value: n}}}}, upsert())
 			}
 			return nil
 		}
@@ -93,7 +93,7 @@ func (o *Outbox) nextFree(ctx context.Context, ws string) (int64, error) {
 
 func (o *Outbox) headHint(ctx context.Context, ws string) (int64, error) {
 	var h logHead
-	err := o.evlog.FindOne(ctx, byID(headID(ws))).Decode(&h)
+	err := o.evlog.FindOne(ctx, store.ByID(headID(ws))).Decode(&h)
 	if err != nil && !store.IsNotFound(err) {
 		return 0, msgapi.Unavailable(fmt.Errorf("read event log head: %w", err))
 	}
@@ -107,7 +107,7 @@ func (o *Outbox) head(ctx context.Context, ws string) (int64, error) {
 		return 0, err
 	}
 	for {
-		err := o.evlog.FindOne(ctx, byID(logID(ws, h+1))).Err()
+		err := o.evlog.FindOne(ctx, store.ByID(logID(ws, h+1))).Err()
 		if store.IsNotFound(err) {
 			return h, nil
 		}
@@ -164,7 +164,7 @@ func (o *Outbox) ListEvents(ctx context.Context, ws string, q ListQuery) (Page, 
 		var wg sync.WaitGroup
 		for i := range k {
 			wg.Go(func() {
-				err := o.evlog.FindOne(ctx, byID(logID(ws, n-i))).Decode(&entries[i])
+				err := o.evlog.FindOne(ctx, store.ByID(logID(ws, n-i))).Decode(&entries[i])
 				found[i], errs[i] = err == nil, err
 			})
 		}

@@ -31,17 +31,13 @@ package notify
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/msgapi/msgapi"
@@ -130,7 +126,7 @@ type Fact struct {
 
 // EventID is the _id of the event of a fact, and its webhook-id.
 func EventID(workspaceID, typ, subjectID string) string {
-	return "evt_" + hashID("event", workspaceID, typ, subjectID)
+	return "evt_" + msgapi.HashID("event", workspaceID, typ, subjectID)
 }
 
 // event is one event, pending or archived.
@@ -311,14 +307,3 @@ func (o *Outbox) Wake() {
 	default:
 	}
 }
-
-// hashID hashes length-prefixed parts, so no two part lists share a hash.
-func hashID(parts ...string) string {
-	h := sha256.New()
-	for _, p := range parts {
-		h.Write([]byte(strconv.Itoa(len(p)) + ":" + p))
-	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-func byID(id string) bson.D { return bson.D{{Key: "_id", Value: id}} }

@@ -238,7 +238,7 @@ func TestSealedSecrets(t *testing.T) {
 	ctx := context.Background()
 	raw := func() string {
 		var r Endpoint
-		if err := st.Collection(collEndpoints).FindOne(ctx, byID(e.ID)).Decode(&r); err != nil {
+		if err := st.Collection(collEndpoints).FindOne(ctx, store.ByID(e.ID)).Decode(&r); err != nil {
 			t.Fatal(err)
 		}
 		return r.Secret
@@ -369,7 +369,7 @@ func TestListEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, "the event in the log", func() bool { // one by one, so the log order is known
-			_, err := ob.events.FindOne(ctx, byID(EventID("ws_a", f.Type, f.SubjectID))).Raw()
+			_, err := ob.events.FindOne(ctx, store.ByID(EventID("ws_a", f.Type, f.SubjectID))).Raw()
 			return err == nil
 		})
 	}

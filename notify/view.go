@@ -139,9 +139,9 @@ read:
 // (recorded a moment ago, not yet dispatched).
 func (o *Outbox) readEvent(ctx context.Context, ws, id string) (event, error) {
 	var e event
-	err := o.events.FindOne(ctx, byID(id)).Decode(&e)
+	err := o.events.FindOne(ctx, store.ByID(id)).Decode(&e)
 	if store.IsNotFound(err) {
-		err = o.pending.FindOne(ctx, byID(id)).Decode(&e)
+		err = o.pending.FindOne(ctx, store.ByID(id)).Decode(&e)
 	}
 	switch {
 	case store.IsNotFound(err), err == nil && e.WorkspaceID != ws:
@@ -161,7 +161,7 @@ func (o *Outbox) readAttempts(ctx context.Context, deliveryID, endpointID string
 			return out, true, nil
 		}
 		var a attempt
-		err := o.attempts.FindOne(ctx, byID(attemptID(deliveryID, n))).Decode(&a)
+		err := o.attempts.FindOne(ctx, store.ByID(attemptID(deliveryID, n))).Decode(&a)
 		if store.IsNotFound(err) {
 			return out, false, nil
 		}
@@ -170,7 +170,7 @@ func (o *Outbox) readAttempts(ctx context.Context, deliveryID, endpointID string
 		}
 		v := AttemptView{EndpointID: endpointID, Attempt: n, Manual: manual, StartedAt: a.StartedAt, Status: "in_flight"}
 		var r result
-		err = o.results.FindOne(ctx, byID(resultID(deliveryID, n))).Decode(&r)
+		err = o.results.FindOne(ctx, store.ByID(resultID(deliveryID, n))).Decode(&r)
 		switch {
 		case err == nil:
 			v.Status = "failed"
@@ -218,7 +218,7 @@ func (o *Outbox) Redeliver(ctx context.Context, ws, id string) ([]string, error)
 		scheduled = append(scheduled, ep.ID)
 	}
 	if len(scheduled) > 0 {
-		if _, err := o.events.UpdateOne(ctx, byID(e.ID), bson.D{{Key: "$addToSet", Value: bson.D{{Key: "endpointIds", Value: bson.D{{Key: "$each", Value: scheduled}}}}}}); err != nil {
+		if _, err := o.events.UpdateOne(ctx, store.ByID(e.ID), bson.D{{Key: "$addToSet", Value: bson.D{{Key: "endpointIds", Value: bson.D{{Key: "$each", Value: scheduled}}}}}}); err != nil {
 			return nil, msgapi.Unavailable(fmt.Errorf("note redelivery of %s: %w", e.ID, err))
 		}
 		o.Wake()
@@ -232,7 +232,7 @@ func (o *Outbox) Redeliver(ctx context.Context, ws, id string) ([]string, error)
 func (o *Outbox) redeliverTo(ctx context.Context, e event, endpointID string) error {
 	for round := 1; round <= MaxRedeliveries; round++ {
 		id := DeliveryID(e.ID, endpointID, round)
-		err := o.attempts.FindOne(ctx, byID(attemptID(id, 1))).Err()
+		err := o.attempts.FindOne(ctx, store.ByID(attemptID(id, 1))).Err()
 		if err == nil {
 			continue
 		}

@@ -16,11 +16,8 @@ package receipts
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -67,11 +64,7 @@ type record struct {
 }
 
 func recordID(messageID, provider, status string) string {
-	h := sha256.New()
-	for _, p := range []string{messageID, provider, status} {
-		h.Write([]byte(strconv.Itoa(len(p)) + ":" + p))
-	}
-	return "rcpt_" + hex.EncodeToString(h.Sum(nil)[:16])
+	return "rcpt_" + msgapi.HashID(messageID, provider, status)
 }
 
 // Options are the Handler's dependencies.

@@ -276,3 +276,8 @@ func IsDuplicateKey(err error) bool { return mongo.IsDuplicateKeyError(err) }
 
 // IsNotFound reports whether err means "no document".
 func IsNotFound(err error) bool { return errors.Is(err, mongo.ErrNoDocuments) }
+
+// ByID is the filter {_id: id}: the one lookup that is indexed and atomic
+// on MongoDB and the embedded engine alike (on the embedded engine, the
+// only filter pushed down to SQL).
+func ByID(id string) bson.D { return bson.D{{Key: "_id", Value: id}} }
