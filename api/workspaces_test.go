@@ -108,7 +108,7 @@ func TestWorkspaceSettings(t *testing.T) {
 	r := admin(e, http.MethodGet, "", "")
 	want := map[string]any{
 		"workspaceId": e.WSID, "name": "Acme", "disabled": false,
-		"settings":       map[string]any{"dedupWindow": nil, "dedupWait": nil, "rateLimit": nil, "defaultRegion": nil, "optOutReply": nil,
+		"settings": map[string]any{"dedupWindow": nil, "dedupWait": nil, "rateLimit": nil, "defaultRegion": nil, "optOutReply": nil,
 			"pendingStatus": nil, "refusedStatus": nil, "answerProfile": nil},
 		"webhookSecrets": []any{"telegram"},
 	}

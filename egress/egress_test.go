@@ -158,7 +158,7 @@ func TestAllowlist(t *testing.T) {
 		"loopback": {AllowLoopback: true},
 	} {
 		o.Lookup = resolveTo(&lookups, "127.0.0.1")
-		resp, err := New(o).Client(5*time.Second).Get("http://hooks.internal.example:" + port + "/")
+		resp, err := New(o).Client(5 * time.Second).Get("http://hooks.internal.example:" + port + "/")
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue

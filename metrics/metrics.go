@@ -206,7 +206,6 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-
 // Middleware counts and times every request by route template. An error
 // from the handler is rendered here (c.Error) so the status is final; the
 // error is not passed on, which is what echo's own request logger does too.
