@@ -5,11 +5,11 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/msgapi/msgapi/openapi/client"
+	"github.com/msgapi/msgapi/test/client"
 )
 
 // TestClientSendsMessage uses the client generated from openapi.yaml
-// (openapi/client) against the real binary: create a workspace, send,
+// (test/client) against the real binary: create a workspace, send,
 // replay with the same Idempotency-Key, get the duplicate answer, read the
 // message back and read a validation problem.
 func TestClientSendsMessage(t *testing.T) {
