@@ -352,4 +352,3 @@ func mustAsset(t *testing.T, name string) []byte {
 	}
 	return b
 }
-
