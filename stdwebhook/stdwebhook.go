@@ -7,8 +7,8 @@
 // Every Standard Webhooks signature msgapi makes or checks goes through
 // here: it signs the webhook provider's calls (sender.Webhook) and event
 // webhook deliveries (notify), and verifies the email relay's inbound
-// webhooks (inbound) and the relay's delivery receipts (receipts), so
-// receivers can use any Standard Webhooks library. (Vendors' own schemes —
+// webhooks and delivery receipts (through vendorsig, which inbound and
+// receipts call), so receivers can use any Standard Webhooks library. (Vendors' own schemes —
 // Slack, Twilio, Telegram — are not this one.) The MAC itself is the official Go library's;
 // this package adds what it leaves to the caller: secrets in both forms
 // msgapi accepts, an injected clock and tolerance, and errors a handler can
