@@ -267,7 +267,8 @@ func IsForm(contentType string) bool {
 
 // RequestURL is the URL a vendor called: publicBase ("https://api.example.com")
 // when set, else the scheme and host the client saw — X-Forwarded-Proto and
-// X-Forwarded-Host only from a peer in proxies — plus the request URI
+// X-Forwarded-Host only from a peer in proxies, and then the value the
+// outermost trusted proxy added, never one the client sent — plus the request URI
 // exactly as sent.
 func RequestURL(r *http.Request, publicBase string, proxies []netip.Prefix) string {
 	uri := r.RequestURI
@@ -279,8 +280,9 @@ func RequestURL(r *http.Request, publicBase string, proxies []netip.Prefix) stri
 	}
 	var scheme, host string
 	if trustedPeer(r, proxies) {
-		scheme = firstValue(r.Header.Get("X-Forwarded-Proto"))
-		host = firstValue(r.Header.Get("X-Forwarded-Host"))
+		hops := trustedHops(r.Header, proxies)
+		scheme = forwarded(r.Header, "X-Forwarded-Proto", hops)
+		host = forwarded(r.Header, "X-Forwarded-Host", hops)
 	}
 	if scheme == "" {
 		scheme = "http"
@@ -303,7 +305,10 @@ func trustedPeer(r *http.Request, proxies []netip.Prefix) bool {
 	if err != nil {
 		return false
 	}
-	ip := ap.Addr().Unmap()
+	return inAny(ap.Addr().Unmap(), proxies)
+}
+
+func inAny(ip netip.Addr, proxies []netip.Prefix) bool {
 	for _, p := range proxies {
 		if p.Contains(ip) {
 			return true
@@ -335,9 +340,49 @@ func ParseProxies(list string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// firstValue is the first of a comma-separated proxy header: the one the
-// outermost proxy, which the vendor talked to, set.
-func firstValue(v string) string {
-	first, _, _ := strings.Cut(v, ",")
-	return strings.TrimSpace(first)
+// A proxy that forwards a request appends its own value to each
+// X-Forwarded-* header (after whatever arrived with the request), so the
+// values a client sent come first and can be anything. The value to believe
+// is the one the outermost trusted proxy added: the hops-th from the right,
+// where hops counts the trusted proxies the request passed (the peer, plus
+// each trusted address at the right end of X-Forwarded-For). A proxy that
+// replaces the header instead leaves one value, which is then the answer.
+
+// trustedHops is 1 (the trusted peer) plus the trusted proxies named at the
+// right end of X-Forwarded-For, up to the first address that is not one.
+func trustedHops(h http.Header, proxies []netip.Prefix) int {
+	hops := 1
+	chain := headerValues(h, "X-Forwarded-For")
+	for i := len(chain) - 1; i >= 0; i-- {
+		ip, err := netip.ParseAddr(chain[i])
+		if err != nil || !inAny(ip.Unmap(), proxies) {
+			break
+		}
+		hops++
+	}
+	return hops
+}
+
+// forwarded is the value of header that the outermost of hops trusted
+// proxies added ("" without one). Fewer values than hops: the first (some
+// trusted proxies did not append; nothing before them came from a client
+// that a trusted proxy did not also see).
+func forwarded(h http.Header, header string, hops int) string {
+	vals := headerValues(h, header)
+	if len(vals) == 0 {
+		return ""
+	}
+	return vals[max(0, len(vals)-hops)]
+}
+
+// headerValues is every comma-separated value of every line of header, in
+// order, trimmed.
+func headerValues(h http.Header, header string) []string {
+	var out []string
+	for _, line := range h.Values(header) {
+		for _, v := range strings.Split(line, ",") {
+			out = append(out, strings.TrimSpace(v))
+		}
+	}
+	return out
 }

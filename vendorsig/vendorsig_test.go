@@ -150,7 +150,15 @@ func TestRequestURL(t *testing.T) {
 		{"behind a trusted proxy", "", "10.1.2.3:4000", proxies, http.Header{"X-Forwarded-Proto": {"https"}, "X-Forwarded-Host": {"api.example.com"}}, "https://api.example.com/api/webhooks/ws/twilio?a=1"},
 		{"trusted single address", "", "192.0.2.7:4000", proxies, http.Header{"X-Forwarded-Proto": {"https"}}, "https://10.0.0.1:8080/api/webhooks/ws/twilio?a=1"},
 		{"trusted IPv6 loopback", "", "[::1]:4000", proxies, http.Header{"X-Forwarded-Host": {"api.example.com"}}, "http://api.example.com/api/webhooks/ws/twilio?a=1"},
-		{"proxy chain: the outermost wins", "", "10.1.0.9:1", proxies, http.Header{"X-Forwarded-Proto": {"https, http"}, "X-Forwarded-Host": {"api.example.com, lb.internal"}}, "https://api.example.com/api/webhooks/ws/twilio?a=1"},
+		// Issue 25 finding 8: a trusted proxy that appends puts its value
+		// last; what comes before it is whatever the client sent.
+		{"a client's value before the proxy's", "", "10.1.2.3:4000", proxies, http.Header{"X-Forwarded-Proto": {"http, https"}, "X-Forwarded-Host": {"evil.example, api.example.com"}}, "https://api.example.com/api/webhooks/ws/twilio?a=1"},
+		{"a client's value as a second header line", "", "10.1.2.3:4000", proxies, http.Header{"X-Forwarded-Host": {"evil.example", "api.example.com"}}, "http://api.example.com/api/webhooks/ws/twilio?a=1"},
+		// Two trusted hops (X-Forwarded-For names the outer one, 10.1.0.8):
+		// the outer proxy's value is the one the client's Host became.
+		{"proxy chain: the outermost trusted hop wins", "", "10.1.0.9:1", proxies, http.Header{"X-Forwarded-For": {"203.0.113.5, 10.1.0.8"}, "X-Forwarded-Proto": {"https, http"}, "X-Forwarded-Host": {"api.example.com, lb.internal"}}, "https://api.example.com/api/webhooks/ws/twilio?a=1"},
+		{"proxy chain under a client's values", "", "10.1.0.9:1", proxies, http.Header{"X-Forwarded-For": {"198.51.100.1, 203.0.113.5, 10.1.0.8"}, "X-Forwarded-Proto": {"http, https, http"}, "X-Forwarded-Host": {"evil.example, api.example.com, lb.internal"}}, "https://api.example.com/api/webhooks/ws/twilio?a=1"},
+		{"an untrusted hop in X-Forwarded-For stops the count", "", "10.1.0.9:1", proxies, http.Header{"X-Forwarded-For": {"10.1.0.8, 203.0.113.5"}, "X-Forwarded-Host": {"evil.example, api.example.com"}}, "http://api.example.com/api/webhooks/ws/twilio?a=1"},
 		{"spoofed by an untrusted peer", "", "203.0.113.5:4000", proxies, spoofed, "http://10.0.0.1:8080/api/webhooks/ws/twilio?a=1"},
 		{"next to a trusted range", "", "10.2.0.1:4000", proxies, spoofed, "http://10.0.0.1:8080/api/webhooks/ws/twilio?a=1"},
 		{"no trusted proxies configured", "", "10.1.2.3:4000", nil, spoofed, "http://10.0.0.1:8080/api/webhooks/ws/twilio?a=1"},
