@@ -3,7 +3,9 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -24,8 +26,14 @@ func (s *Server) createWorkspace(c echo.Context) error {
 	var in struct {
 		Name string `json:"name"`
 	}
-	if err := json.Unmarshal(Body(c), &in); err != nil {
-		return msgapi.Errorf(msgapi.CodeInvalid, "the body must be a JSON object like {\"name\": \"Acme\"}")
+	d := json.NewDecoder(bytes.NewReader(Body(c)))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&in); err != nil {
+		e := &msgapi.Error{Code: msgapi.CodeInvalid, Message: "the body must be a JSON object like {\"name\": \"Acme\"}"}
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			e.Fields = []msgapi.FieldError{{Field: strings.Trim(f, `"`), Message: "is not a member of this object (name is the only one)"}}
+		}
+		return e
 	}
 	ws, key, err := s.opts.Workspaces.Create(c.Request().Context(), in.Name)
 	if err != nil {
@@ -66,6 +74,13 @@ func (s *Server) createKey(c echo.Context) error {
 	})
 }
 
+// MinSecretLen is the shortest channel signing secret accepted: 16 bytes,
+// 128 bits when random. The vendors' own are longer (Slack's signing
+// secret and Twilio's auth token are 32 hex digits); Telegram lets the
+// user choose its secret_token (1–256 characters), and a short one is a
+// guessable signature.
+const MinSecretLen = 16
+
 // InboundChannels are the channels whose webhook secret a workspace can set.
 var InboundChannels = []string{"slack", "twilio", "telegram", "email"}
 
@@ -86,9 +101,9 @@ func (s *Server) setSecret(c echo.Context) error {
 	var in struct {
 		Secret string `json:"secret"`
 	}
-	if err := json.Unmarshal(Body(c), &in); err != nil || in.Secret == "" || len(in.Secret) > 512 {
+	if err := json.Unmarshal(Body(c), &in); err != nil || len(in.Secret) < MinSecretLen || len(in.Secret) > 512 {
 		return &msgapi.Error{Code: msgapi.CodeInvalid, Message: "the body must be {\"secret\": \"...\"}",
-			Fields: []msgapi.FieldError{{Field: "secret", Message: "required, at most 512 bytes"}}}
+			Fields: []msgapi.FieldError{{Field: "secret", Message: fmt.Sprintf("required, %d to 512 bytes", MinSecretLen)}}}
 	}
 	// The email relay signs under Standard Webhooks: a whsec_ secret that
 	// does not decode would refuse every delivery, so it is refused here.

@@ -102,7 +102,7 @@ func TestAdminKeysAndDisable(t *testing.T) {
 // workspace's default region is the one its sends use.
 func TestWorkspaceSettings(t *testing.T) {
 	e := apitest.New(t, apitest.Options{})
-	if r := admin(e, http.MethodPut, "/secrets/telegram", `{"secret":"tg-very-secret"}`); r.Status != http.StatusNoContent {
+	if r := admin(e, http.MethodPut, "/secrets/telegram", `{"secret":"tg-very-secret-token"}`); r.Status != http.StatusNoContent {
 		t.Fatal(r.Status)
 	}
 	r := admin(e, http.MethodGet, "", "")
@@ -117,7 +117,7 @@ func TestWorkspaceSettings(t *testing.T) {
 	if diff := cmp.Diff(want, got); r.Status != http.StatusOK || diff != "" {
 		t.Errorf("GET: %d (-want +got):\n%s", r.Status, diff)
 	}
-	if strings.Contains(string(r.Body), "tg-very-secret") {
+	if strings.Contains(string(r.Body), "tg-very-secret-token") {
 		t.Error("GET shows a secret")
 	}
 

@@ -112,8 +112,9 @@ func TestContract(t *testing.T) {
 		secret := "/admin/workspaces/" + ws + "/secrets/telegram"
 		wantStatus(t, c.do(t, a, call{method: "PUT", path: secret, token: admin, body: `{"secret":"` + tgSecret + `"}`}), 204)
 		wantStatus(t, c.do(t, a, call{method: "PUT", path: secret, token: admin, body: `{"secret":""}`}), 400)
+		wantStatus(t, c.do(t, a, call{method: "PUT", path: secret, token: admin, body: `{"secret":"x"}`}), 400) // shorter than 16 bytes
 		wantStatus(t, c.do(t, a, call{method: "PUT", path: "/admin/workspaces/" + ws + "/secrets/fax", token: admin, body: `{"secret":"x"}`}), 404)
-		wantStatus(t, c.do(t, a, call{method: "PUT", path: "/admin/workspaces/ws_nope/secrets/telegram", token: admin, body: `{"secret":"x"}`}), 404)
+		wantStatus(t, c.do(t, a, call{method: "PUT", path: "/admin/workspaces/ws_nope/secrets/telegram", token: admin, body: `{"secret":"` + tgSecret + `"}`}), 404)
 		wantStatus(t, c.do(t, a, call{method: "PUT", path: secret, token: "wrong", body: `{"secret":"x"}`}), 401)
 		wantStatus(t, c.do(t, a, call{method: "PUT", path: secret, token: admin, body: tooLarge(), chunked: true}), 413)
 		wantStatus(t, c.do(t, a, call{method: "PUT", path: secret, token: admin, body: "x", contentType: "text/plain"}), 415)
@@ -332,18 +333,18 @@ func TestContract(t *testing.T) {
 		wantStatus(t, c.do(t, a, call{method: "POST", path: hook, body: tooLarge(), chunked: true, header: tg}), 413)
 
 		// Slack's url_verification gets its challenge back.
-		wantStatus(t, c.do(t, a, call{method: "PUT", path: "/admin/workspaces/" + ws + "/secrets/slack", token: admin, body: `{"secret":"slack-secret"}`}), 204)
+		wantStatus(t, c.do(t, a, call{method: "PUT", path: "/admin/workspaces/" + ws + "/secrets/slack", token: admin, body: `{"secret":"contract-slack-secret"}`}), 204)
 		challenge := `{"type":"url_verification","challenge":"contract-challenge"}`
 		ts := strconv.FormatInt(time.Now().Unix(), 10)
 		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/webhooks/" + ws + "/slack", body: challenge, header: map[string]string{
-			"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": "v0=" + hex.EncodeToString(vendorsig.SlackSignature("slack-secret", ts, []byte(challenge))),
+			"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": "v0=" + hex.EncodeToString(vendorsig.SlackSignature("contract-slack-secret", ts, []byte(challenge))),
 		}}), 200)
 
 		// Twilio gets TwiML.
-		wantStatus(t, c.do(t, a, call{method: "PUT", path: "/admin/workspaces/" + ws + "/secrets/twilio", token: admin, body: `{"secret":"twilio-token"}`}), 204)
+		wantStatus(t, c.do(t, a, call{method: "PUT", path: "/admin/workspaces/" + ws + "/secrets/twilio", token: admin, body: `{"secret":"contract-twilio-token"}`}), 204)
 		form := url.Values{"MessageSid": {"SM-contract-1"}, "From": {"+15550100099"}, "To": {"+15550100000"}, "Body": {"Hi"}}
 		path := "/api/webhooks/" + ws + "/twilio"
-		sig := vendorsig.TwilioSignature("twilio-token", a.url+path, form)
+		sig := vendorsig.TwilioSignature("contract-twilio-token", a.url+path, form)
 		wantStatus(t, c.do(t, a, call{method: "POST", path: path, body: form.Encode(), contentType: "application/x-www-form-urlencoded",
 			header: map[string]string{"X-Twilio-Signature": base64.StdEncoding.EncodeToString(sig)}}), 200)
 	})
@@ -585,7 +586,7 @@ func TestContract(t *testing.T) {
 			{method: "DELETE", path: "/api/dedup-locks/" + lock1, token: key},
 			{method: "POST", path: "/admin/workspaces", token: admin, body: `{"name":"Down"}`},
 			{method: "POST", path: "/admin/workspaces/" + ws + "/keys", token: admin},
-			{method: "PUT", path: "/admin/workspaces/" + ws + "/secrets/telegram", token: admin, body: `{"secret":"x"}`},
+			{method: "PUT", path: "/admin/workspaces/" + ws + "/secrets/telegram", token: admin, body: `{"secret":"` + tgSecret + `"}`},
 			{method: "GET", path: "/admin/workspaces/" + ws, token: admin},
 			{method: "PATCH", path: "/admin/workspaces/" + ws, token: admin, body: `{"dedupWait":"1s"}`},
 			{method: "POST", path: "/admin/workspaces/" + ws + "/disable", token: admin},

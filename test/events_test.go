@@ -214,12 +214,12 @@ func TestEventWebhooksAcrossACrash(t *testing.T) {
 	}
 
 	t.Run("inbound Twilio delivered three times", func(t *testing.T) {
-		if r := p2.do(http.MethodPut, "/admin/workspaces/"+ws+"/secrets/twilio", admin, `{"secret":"inbound-token"}`); r.status != http.StatusNoContent {
+		if r := p2.do(http.MethodPut, "/admin/workspaces/"+ws+"/secrets/twilio", admin, `{"secret":"events-inbound-twilio-token"}`); r.status != http.StatusNoContent {
 			t.Fatalf("set secret: %d %s", r.status, r.body)
 		}
 		path := "/api/webhooks/" + ws + "/twilio"
 		form := url.Values{"MessageSid": {"SMinbound0001"}, "From": {"+15550100042"}, "To": {"+15550009999"}, "Body": {"Hi back"}}
-		sig := base64.StdEncoding.EncodeToString(vendorsig.TwilioSignature("inbound-token", public+path, form))
+		sig := base64.StdEncoding.EncodeToString(vendorsig.TwilioSignature("events-inbound-twilio-token", public+path, form))
 		var wg sync.WaitGroup
 		for range 3 {
 			wg.Go(func() {

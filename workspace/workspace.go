@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/sync/singleflight"
 
@@ -120,9 +122,9 @@ func (s *Store) Wait() { s.bg.Wait() }
 // Create makes a workspace and its first API key, returned once.
 func (s *Store) Create(ctx context.Context, name string) (Workspace, string, error) {
 	name = strings.TrimSpace(name)
-	if name == "" || len(name) > 200 {
+	if name == "" || len(name) > 200 || !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl) {
 		return Workspace{}, "", &msgapi.Error{Code: msgapi.CodeInvalid, Message: "the workspace name is invalid",
-			Fields: []msgapi.FieldError{{Field: "name", Message: "required, at most 200 bytes"}}}
+			Fields: []msgapi.FieldError{{Field: "name", Message: "required, at most 200 bytes of UTF-8 text without control characters"}}}
 	}
 	ws := Workspace{ID: msgapi.NewID("ws"), Name: name, CreatedAt: s.now().UTC().Truncate(time.Millisecond)}
 	if _, err := s.workspaces.InsertOne(ctx, ws); err != nil {

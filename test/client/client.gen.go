@@ -1174,7 +1174,7 @@ type CreateWebhookEndpointRequest struct {
 
 // CreateWorkspaceRequest defines model for CreateWorkspaceRequest.
 type CreateWorkspaceRequest struct {
-	// Name Surrounding spaces are trimmed; at most 200 bytes.
+	// Name Surrounding spaces are trimmed; at most 200 bytes of UTF-8 text without control characters (NUL, escape, …). Any other member is 400.
 	Name string `json:"name"`
 }
 
@@ -1748,7 +1748,7 @@ type SendResponseSuccess bool
 
 // SetSecretRequest defines model for SetSecretRequest.
 type SetSecretRequest struct {
-	// Secret At most 512 bytes.
+	// Secret 16 to 512 bytes (128 bits when random; Slack's signing secret and Twilio's auth token are 32 hex digits).
 	Secret string `json:"secret"`
 }
 
