@@ -74,7 +74,7 @@ var settings = []setting{
 	{"MSGAPI_LOG_FORMAT", "log-format", "auto", "auto | json | console: auto is console (human-readable) when stdout is a terminal, JSON otherwise; Loki always gets JSON", false},
 	{"MSGAPI_TEST_CLOCK_OFFSET", "test-clock-offset", "0s", "TEST ONLY (refused unless MSGAPI_ENV=test): shifts the clock of the duplicate guard and the Idempotency-Key layer (test/chaos)", false},
 	{"MSGAPI_TEST_UNFENCED", "test-unfenced", "", "TEST ONLY (refused unless MSGAPI_ENV=test): 1 disables the message-id fence, restoring the pre-fencing double sends (test/chaos -unfenced)", false},
-	{"MSGAPI_ENV", "env", "development", "environment label on every event (Loki label env)", false},
+	{"MSGAPI_ENV", "env", "production", "environment label on every event (Loki label env); production (the default) refuses plain-http provider and event URLs to other hosts and loopback event deliveries; development and test opt in to them", false},
 	{"MSGAPI_LOKI_URL", "loki-url", "", "Loki push URL (e.g. http://loki:3100/loki/api/v1/push); empty: stdout only", false},
 	{"MSGAPI_LOKI_BUFFER", "loki-buffer", "10000", "Loki: lines buffered while Loki is slow; past it the oldest lines are dropped and counted", false},
 	{"MSGAPI_LOKI_BUFFER_BYTES", "loki-buffer-bytes", "16MiB", "Loki: bytes of lines buffered while Loki is slow (KiB, MiB suffixes); past it the oldest lines are dropped and counted", false},

@@ -101,11 +101,18 @@ func TestPlainHTTPProviderURLs(t *testing.T) {
 		{"http to localhost, production", "production", "MSGAPI_TWILIO_BASE_URL", "http://localhost:9000", false, true},
 		{"http to ::1, production", "production", "MSGAPI_WEBHOOK_URL", "http://[::1]:9000/send", false, true},
 		{"HTTP upper case, production", "production", "MSGAPI_WEBHOOK_URL", "HTTP://relay.example.com/send", true, false},
+		// Issue 25 finding 9: the default is the safe one (it was
+		// development, where this only warned).
+		{"http to a host, MSGAPI_ENV unset", "", "MSGAPI_WEBHOOK_URL", "http://relay.example.com/send", true, false},
+		{"http to loopback, MSGAPI_ENV unset", "", "MSGAPI_WEBHOOK_URL", "http://127.0.0.1:9000/send", false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := map[string]string{"MSGAPI_ENV": tt.env, "MSGAPI_WEBHOOK_SECRET": "s", "MSGAPI_TWILIO_ACCOUNT_SID": "AC1",
 				"MSGAPI_TWILIO_AUTH_TOKEN": "t", "MSGAPI_TWILIO_FROM": "+15550100000", tt.setting: tt.url}
+			if tt.env == "" {
+				delete(env, "MSGAPI_ENV")
+			}
 			if tt.setting == "MSGAPI_WEBHOOK_URL" {
 				env["MSGAPI_SENDER_SMS"] = "webhook"
 			} else {
@@ -147,5 +154,18 @@ func TestSecuritySettingsRefused(t *testing.T) {
 	c, err := configFrom(t, map[string]string{"MSGAPI_SECRET_KEY": " AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n", "MSGAPI_TRUSTED_PROXIES": "10.0.0.0/8,127.0.0.1"})
 	if err != nil || !c.keyring.Enabled() || len(c.proxies) != 2 {
 		t.Errorf("valid settings: keyring %v, proxies %v, err %v", c.keyring.Enabled(), c.proxies, err)
+	}
+}
+
+// With MSGAPI_ENV unset, the development-only switches are refused at
+// start-up (issue 25 finding 9: development is the opt-in, not the default).
+func TestDevelopmentSwitchesNeedTheOptIn(t *testing.T) {
+	for _, setting := range []string{"MSGAPI_EGRESS_ALLOW_LOOPBACK", "MSGAPI_EVENTS_ALLOW_HTTP"} {
+		if _, err := configFrom(t, map[string]string{setting: "true"}); err == nil || !strings.Contains(err.Error(), setting) {
+			t.Errorf("%s=true with MSGAPI_ENV unset: %v, want refused naming it", setting, err)
+		}
+		if _, err := configFrom(t, map[string]string{setting: "true", "MSGAPI_ENV": "development"}); err != nil {
+			t.Errorf("%s=true with MSGAPI_ENV=development: %v, want accepted", setting, err)
+		}
 	}
 }
