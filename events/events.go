@@ -33,10 +33,6 @@ const (
 	InboundSignatureInvalid = "inbound.signature_invalid"
 	InboundFastpathError    = "inbound.dedup_fastpath_error"
 
-	// A call accepted under a signature scheme that is going away (the email
-	// relay's X-Msgapi-Signature).
-	InboundSignatureDeprecated = "inbound.signature_deprecated"
-
 	HTTPRequest = "http.request"
 	// Panic: a handler panicked; the caller got a 500 and the process
 	// kept serving. The line carries the stack.

@@ -233,10 +233,6 @@ func (h *Handler) Receive(c echo.Context) error {
 		log.Warn().Str("event", events.InboundSignatureInvalid).Str("reason", reason).Msg("inbound webhook refused: bad signature")
 		return errSignature
 	}
-	if ch == ChannelEmail && !vendorsig.UsesStandard(r.Header) {
-		log.Warn().Str("event", events.InboundSignatureDeprecated).Str("header", vendorsig.HeaderRelaySignature).
-			Msg("email relay signed with the deprecated X-Msgapi-Signature; sign with webhook-signature (Standard Webhooks)")
-	}
 
 	ev, err := parse(ch, r.Header.Get(echo.HeaderContentType), body)
 	if err != nil {

@@ -538,32 +538,32 @@ func TestMalformedWorkspaceIDNeitherLoggedNorLookedUp(t *testing.T) {
 	}
 }
 
-// The email relay signs under Standard Webhooks; the old X-Msgapi-Signature
-// is still accepted for one release, and logged as deprecated.
+// The email relay signs under Standard Webhooks; the old, untimed
+// X-Msgapi-Signature was accepted for one release and is retired (issue 25
+// finding 9): a call signed only with it is refused and writes nothing.
 func TestRelaySignatureSchemes(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	n := 0
 	mail := func() []byte { n++; return relayEmail(fmt.Sprintf("<scheme-%d@x>", n), "a@example.com") }
 	tests := []struct {
-		name       string
-		d          delivery
-		ok         bool
-		deprecated bool
-		reason     string
+		name   string
+		d      delivery
+		ok     bool
+		reason string
 	}{
-		{"standard", delivery{ch: inbound.ChannelEmail, body: mail()}, true, false, ""},
-		{"standard, 4 minutes old", delivery{ch: inbound.ChannelEmail, body: mail(), relayTime: time.Now().Add(-4 * time.Minute)}, true, false, ""},
-		{"deprecated X-Msgapi-Signature", delivery{ch: inbound.ChannelEmail, body: mail(), legacyRelay: true}, true, true, ""},
-		{"standard, 6 minutes old", delivery{ch: inbound.ChannelEmail, body: mail(), relayTime: time.Now().Add(-6 * time.Minute)}, false, false, "timestamp"},
-		{"standard, 6 minutes ahead", delivery{ch: inbound.ChannelEmail, body: mail(), relayTime: time.Now().Add(6 * time.Minute)}, false, false, "timestamp"},
-		{"standard, wrong secret", delivery{ch: inbound.ChannelEmail, body: mail(), secret: "not-the-secret"}, false, false, "does not match"},
-		{"standard, webhook-id changed after signing", delivery{ch: inbound.ChannelEmail, body: mail(), header: http.Header{"Webhook-Id": {"other-id"}}}, false, false, "does not match"},
-		{"a standard header forbids falling back to the legacy one", delivery{ch: inbound.ChannelEmail, body: mail(), legacyRelay: true, header: http.Header{"Webhook-Signature": {"v1,AAAA"}}}, false, false, "missing"},
-		{"unsigned", delivery{ch: inbound.ChannelEmail, body: mail(), unsigned: true}, false, false, "missing"},
+		{"standard", delivery{ch: inbound.ChannelEmail, body: mail()}, true, ""},
+		{"standard, 4 minutes old", delivery{ch: inbound.ChannelEmail, body: mail(), relayTime: time.Now().Add(-4 * time.Minute)}, true, ""},
+		{"retired X-Msgapi-Signature", delivery{ch: inbound.ChannelEmail, body: mail(), legacyRelay: true}, false, "retired"},
+		{"standard, 6 minutes old", delivery{ch: inbound.ChannelEmail, body: mail(), relayTime: time.Now().Add(-6 * time.Minute)}, false, "timestamp"},
+		{"standard, 6 minutes ahead", delivery{ch: inbound.ChannelEmail, body: mail(), relayTime: time.Now().Add(6 * time.Minute)}, false, "timestamp"},
+		{"standard, wrong secret", delivery{ch: inbound.ChannelEmail, body: mail(), secret: "not-the-secret"}, false, "does not match"},
+		{"standard, webhook-id changed after signing", delivery{ch: inbound.ChannelEmail, body: mail(), header: http.Header{"Webhook-Id": {"other-id"}}}, false, "does not match"},
+		{"a standard header forbids falling back to the legacy one", delivery{ch: inbound.ChannelEmail, body: mail(), legacyRelay: true, header: http.Header{"Webhook-Signature": {"v1,AAAA"}}}, false, "missing"},
+		{"unsigned", delivery{ch: inbound.ChannelEmail, body: mail(), unsigned: true}, false, "missing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before, dep, inv := e.writes(), len(e.events(events.InboundSignatureDeprecated)), len(e.events(events.InboundSignatureInvalid))
+			before, inv := e.writes(), len(e.events(events.InboundSignatureInvalid))
 			r := e.deliver(tt.d)
 			if !tt.ok {
 				assertProblem(t, r, http.StatusUnauthorized, "unauthorized")
@@ -576,9 +576,6 @@ func TestRelaySignatureSchemes(t *testing.T) {
 				}
 			} else if r.status != http.StatusOK {
 				t.Fatalf("status = %s, want 200", r)
-			}
-			if got := len(e.events(events.InboundSignatureDeprecated)) - dep; got != map[bool]int{true: 1}[tt.deprecated] {
-				t.Errorf("%d %s events, want %d", got, events.InboundSignatureDeprecated, map[bool]int{true: 1}[tt.deprecated])
 			}
 		})
 	}

@@ -25,10 +25,15 @@ func (h *Handler) verify(ch, secret string, r *http.Request, body []byte) string
 	case ChannelTelegram:
 		return vendorsig.Telegram(secret, r.Header)
 	case ChannelEmail:
-		if vendorsig.UsesStandard(r.Header) {
-			return vendorsig.Standard(secret, r.Header, body, h.now())
+		// Standard Webhooks only. The untimed X-Msgapi-Signature was
+		// accepted for one release (round 2) and is retired: a call that
+		// still sends it alone is told so.
+		if !vendorsig.UsesStandard(r.Header) {
+			if reason := vendorsig.RetiredRelay(r.Header); reason != "" {
+				return reason
+			}
 		}
-		return vendorsig.LegacyRelay(secret, r.Header, body)
+		return vendorsig.Standard(secret, r.Header, body, h.now())
 	}
 	return reasonNoSecret
 }

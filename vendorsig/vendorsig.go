@@ -34,7 +34,10 @@ import (
 // SlackTolerance is how far a Slack request timestamp may be from now.
 const SlackTolerance = 5 * time.Minute
 
-// HeaderRelaySignature is the email relay's deprecated signature header.
+// HeaderRelaySignature is the email relay's retired signature header
+// (X-Msgapi-Signature: an HMAC of the body without a timestamp, so a
+// captured call replayed forever). A call signed only with it is refused
+// (RetiredRelay).
 const HeaderRelaySignature = headerRelaySignature
 
 // Signature headers.
@@ -45,10 +48,10 @@ const (
 	headerTelegramSecret    = "X-Telegram-Bot-Api-Secret-Token"
 	headerRelaySignature    = "X-Msgapi-Signature"
 	slackVersion            = "v0"
-	relaySignaturePrefix    = "sha256="
 	reasonMissing           = "signature header missing"
 	reasonMalformed         = "signature header malformed"
 	reasonMismatch          = "signature does not match"
+	reasonRetired           = "X-Msgapi-Signature is retired: sign with Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature)"
 	reasonStale             = "timestamp outside the 5-minute tolerance"
 	reasonTimestampMissing  = "timestamp header missing or not a number"
 	reasonTwilioContentType = "twilio signature needs a form body"
@@ -227,35 +230,13 @@ func Standard(secret string, hd http.Header, body []byte, now time.Time) string 
 	return reasonMismatch
 }
 
-// LegacyRelay: X-Msgapi-Signature: sha256=hex(HMAC-SHA256(secret, body)),
-// keyed with the secret string as stored. Deprecated: it has no timestamp,
-// so a captured call replays (the Message-ID dedup makes a replay a no-op,
-// but nothing else stops it); accepted for one more release and logged as
-// inbound.signature_deprecated.
-func LegacyRelay(secret string, hd http.Header, body []byte) string {
-	sig := hd.Get(headerRelaySignature)
-	if sig == "" {
-		return reasonMissing
+// RetiredRelay is the refusal of an email relay call signed only with the
+// retired X-Msgapi-Signature ("" when the call does not use it).
+func RetiredRelay(hd http.Header) string {
+	if hd.Get(headerRelaySignature) == "" {
+		return ""
 	}
-	hexSig, ok := strings.CutPrefix(sig, relaySignaturePrefix)
-	if !ok {
-		return reasonMalformed
-	}
-	got, err := hex.DecodeString(hexSig)
-	if err != nil {
-		return reasonMalformed
-	}
-	if !hmac.Equal(got, RelaySignature(secret, body)) {
-		return reasonMismatch
-	}
-	return ""
-}
-
-// RelaySignature is the raw MAC of an email relay body.
-func RelaySignature(secret string, body []byte) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write(body)
-	return m.Sum(nil)
+	return reasonRetired
 }
 
 // IsForm reports whether contentType is a form body
