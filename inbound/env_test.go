@@ -73,6 +73,9 @@ type env struct {
 	wsID string
 	url  string
 	logs *syncBuffer
+	// handler is the server's handler, for a request served in-process
+	// (to see how much of its body was read).
+	handler http.Handler
 }
 
 type envOpts struct {
@@ -111,7 +114,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 
-	e := &env{t: t, st: st, h: h, wsID: o.wsID, url: hs.URL, logs: logs}
+	e := &env{t: t, st: st, h: h, wsID: o.wsID, url: hs.URL, logs: logs, handler: srv.Handler()}
 	if o.st == nil {
 		ctx := context.Background()
 		ws, _, err := wss.Create(ctx, "Acme")

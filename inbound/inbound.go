@@ -217,17 +217,24 @@ func (h *Handler) Receive(c echo.Context) error {
 	log := zerolog.Ctx(r.Context()).With().Str("workspaceId", wsID).Str("channel", ch).Logger()
 	ctx := log.WithContext(r.Context())
 
-	body, err := readBody(c)
-	if err != nil {
-		return err
-	}
+	// What can be judged without the body is judged first: an unknown
+	// workspace, a channel without a secret, missing or malformed signature
+	// headers, a stale timestamp and a wrong Telegram token cost no body
+	// read (up to MaxBody) and no MAC over it.
 	secret, known, err := h.secret(ctx, wsID, ch)
 	if err != nil {
 		return err
 	}
-	reason := h.verify(ch, secret, r, body)
+	reason := h.precheck(ch, secret, r)
 	if !known {
 		reason = reasonUnknownWorkspace
+	}
+	var body []byte
+	if reason == "" {
+		if body, err = readBody(c); err != nil {
+			return err
+		}
+		reason = h.verify(ch, secret, r, body)
 	}
 	if reason != "" {
 		log.Warn().Str("event", events.InboundSignatureInvalid).Str("reason", reason).Msg("inbound webhook refused: bad signature")

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -628,5 +630,79 @@ func TestSealedSecretWithoutKey(t *testing.T) {
 	}
 	if r := e.deliver(delivery{ch: inbound.ChannelTwilio, body: twilioSMS("SMnokey", "+14155550104", "hi")}); r.status != http.StatusOK {
 		t.Errorf("the server with the key: %s, want 200", r)
+	}
+}
+
+// countingBody is a request body of n bytes that counts what was read.
+type countingBody struct {
+	left int
+	read atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	if b.left == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), b.left)
+	for i := range n {
+		p[i] = 'a'
+	}
+	b.left -= n
+	b.read.Add(int64(n))
+	return n, nil
+}
+
+func (b *countingBody) Close() error { return nil }
+
+// A call whose signature cannot be right is refused before its body is read
+// (issue 25 finding 9: a known workspace id cost a 1 MiB body read per
+// unauthenticated request): missing, malformed or stale signature headers,
+// a wrong Telegram token, the retired relay header, a channel without a
+// secret. A call whose headers are right has its body read and its MAC
+// checked, and is refused for a wrong one.
+func TestSignatureCheckedBeforeTheBodyIsRead(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	stale := strconv.FormatInt(time.Now().Add(-10*time.Minute).Unix(), 10)
+	fresh := strconv.FormatInt(time.Now().Unix(), 10)
+	const size = inbound.MaxBody - 1
+	for _, tt := range []struct {
+		name, ch   string
+		hd         http.Header
+		bodyIsRead bool
+	}{
+		{"slack, unsigned", inbound.ChannelSlack, nil, false},
+		{"slack, stale timestamp", inbound.ChannelSlack, http.Header{"X-Slack-Request-Timestamp": {stale}, "X-Slack-Signature": {"v0=00"}}, false},
+		{"slack, malformed signature", inbound.ChannelSlack, http.Header{"X-Slack-Request-Timestamp": {fresh}, "X-Slack-Signature": {"v1=zz"}}, false},
+		{"twilio, unsigned", inbound.ChannelTwilio, http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, false},
+		{"twilio, not a SHA-1 MAC", inbound.ChannelTwilio, http.Header{"Content-Type": {"application/x-www-form-urlencoded"}, "X-Twilio-Signature": {"AAAA"}}, false},
+		{"telegram, wrong token", inbound.ChannelTelegram, http.Header{"X-Telegram-Bot-Api-Secret-Token": {"guess"}}, false},
+		{"email, retired header", inbound.ChannelEmail, http.Header{"X-Msgapi-Signature": {"sha256=00"}}, false},
+		{"email, stale", inbound.ChannelEmail, http.Header{"Webhook-Id": {"msg_1"}, "Webhook-Timestamp": {stale}, "Webhook-Signature": {"v1,AAAA"}}, false},
+		{"slack, well-formed and fresh but wrong", inbound.ChannelSlack, http.Header{"X-Slack-Request-Timestamp": {fresh}, "X-Slack-Signature": {"v0=" + strings.Repeat("00", 32)}}, true},
+		{"email, well-formed and fresh but wrong", inbound.ChannelEmail, http.Header{"Webhook-Id": {"msg_1"}, "Webhook-Timestamp": {fresh}, "Webhook-Signature": {"v1,AAAA"}}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := e.writes()
+			body := &countingBody{left: size}
+			req := httptest.NewRequest(http.MethodPost, "/api/webhooks/"+e.wsID+"/"+tt.ch, body)
+			req.ContentLength = size
+			for k, v := range tt.hd {
+				req.Header[k] = v
+			}
+			if req.Header.Get("Content-Type") == "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			rec := httptest.NewRecorder()
+			e.handler.ServeHTTP(rec, req)
+			if rec.Code != http.StatusUnauthorized {
+				t.Fatalf("status %d %s, want 401", rec.Code, rec.Body)
+			}
+			if got := body.read.Load(); tt.bodyIsRead != (got > 0) {
+				t.Errorf("read %d of %d body bytes; want the body read: %v", got, size, tt.bodyIsRead)
+			}
+			if got := e.writes() - before; got != 0 {
+				t.Errorf("wrote %d times, want 0", got)
+			}
+		})
 	}
 }

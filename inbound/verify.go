@@ -11,6 +11,35 @@ const (
 	reasonUnknownWorkspace = "unknown workspace"
 )
 
+// precheck is verify without the body: it fails a call whose signature
+// headers are missing, malformed or stale, or whose Telegram token is wrong,
+// before the body is read. "" means the body is worth reading and verify
+// decides. A verifier run over an empty body fails only on the MAC when
+// everything else about the call is right, so that failure is the one
+// precheck lets through.
+func (h *Handler) precheck(ch, secret string, r *http.Request) string {
+	if secret == "" {
+		return reasonNoSecret
+	}
+	var reason string
+	switch ch {
+	case ChannelSlack:
+		reason = vendorsig.Slack(secret, r.Header, nil, h.now())
+	case ChannelTwilio:
+		reason = vendorsig.TwilioHeader(r.Header)
+	case ChannelTelegram:
+		return vendorsig.Telegram(secret, r.Header) // the whole check: a header
+	case ChannelEmail:
+		if reason = vendorsig.RetiredRelay(r.Header); reason == "" || vendorsig.UsesStandard(r.Header) {
+			reason = vendorsig.Standard(secret, r.Header, nil, h.now())
+		}
+	}
+	if vendorsig.IsMismatch(reason) {
+		return ""
+	}
+	return reason
+}
+
 // verify checks the vendor's signature over the raw body and returns why it
 // failed, or "" when it is valid. Every comparison is constant-time.
 func (h *Handler) verify(ch, secret string, r *http.Request, body []byte) string {

@@ -89,6 +89,23 @@ func Slack(secret string, hd http.Header, body []byte, now time.Time) string {
 	return ""
 }
 
+// IsMismatch reports whether reason is a MAC that does not match (every
+// header present and well-formed, the timestamp fresh).
+func IsMismatch(reason string) bool { return reason == reasonMismatch }
+
+// TwilioHeader is the part of the Twilio check that needs no body: the
+// signature header is present and is base64 of a SHA-1 MAC.
+func TwilioHeader(hd http.Header) string {
+	sig := hd.Get(headerTwilioSignature)
+	if sig == "" {
+		return reasonMissing
+	}
+	if b, err := base64.StdEncoding.DecodeString(sig); err != nil || len(b) != sha1.Size {
+		return reasonMalformed
+	}
+	return ""
+}
+
 // SlackSignature is the raw v0 MAC of a Slack request.
 func SlackSignature(secret, timestamp string, body []byte) []byte {
 	m := hmac.New(sha256.New, []byte(secret))
