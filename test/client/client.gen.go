@@ -3050,9 +3050,8 @@ type ClientInterface interface {
 	// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
 	// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
 	// several space-separated during a secret rotation). The email relay's
-	// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
-	// deprecated: accepted only when no `webhook-*` header is present, for
-	// one more release. A workspace id that is not shaped like one
+	// older `X-Msgapi-Signature` (no timestamp) is retired: a call signed
+	// only with it is 401. A workspace id that is not shaped like one
 	// (`ws_` + 26 base32 characters) is 404 before anything else is looked
 	// at. Each vendor event is recorded once, keyed on the vendor's own
 	// id; a redelivery answers 200 at once with `duplicate: true` and
@@ -3076,9 +3075,8 @@ type ClientInterface interface {
 	// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
 	// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
 	// several space-separated during a secret rotation). The email relay's
-	// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
-	// deprecated: accepted only when no `webhook-*` header is present, for
-	// one more release. A workspace id that is not shaped like one
+	// older `X-Msgapi-Signature` (no timestamp) is retired: a call signed
+	// only with it is 401. A workspace id that is not shaped like one
 	// (`ws_` + 26 base32 characters) is 404 before anything else is looked
 	// at. Each vendor event is recorded once, keyed on the vendor's own
 	// id; a redelivery answers 200 at once with `duplicate: true` and
@@ -3102,9 +3100,8 @@ type ClientInterface interface {
 	// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
 	// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
 	// several space-separated during a secret rotation). The email relay's
-	// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
-	// deprecated: accepted only when no `webhook-*` header is present, for
-	// one more release. A workspace id that is not shaped like one
+	// older `X-Msgapi-Signature` (no timestamp) is retired: a call signed
+	// only with it is 401. A workspace id that is not shaped like one
 	// (`ws_` + 26 base32 characters) is 404 before anything else is looked
 	// at. Each vendor event is recorded once, keyed on the vendor's own
 	// id; a redelivery answers 200 at once with `duplicate: true` and
@@ -3128,9 +3125,8 @@ type ClientInterface interface {
 	// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
 	// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
 	// several space-separated during a secret rotation). The email relay's
-	// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
-	// deprecated: accepted only when no `webhook-*` header is present, for
-	// one more release. A workspace id that is not shaped like one
+	// older `X-Msgapi-Signature` (no timestamp) is retired: a call signed
+	// only with it is 401. A workspace id that is not shaped like one
 	// (`ws_` + 26 base32 characters) is 404 before anything else is looked
 	// at. Each vendor event is recorded once, keyed on the vendor's own
 	// id; a redelivery answers 200 at once with `duplicate: true` and
@@ -4024,9 +4020,8 @@ func (c *Client) DeleteWebhookEndpoint(ctx context.Context, id string, reqEditor
 // Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
 // `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
 // several space-separated during a secret rotation). The email relay's
-// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
-// deprecated: accepted only when no `webhook-*` header is present, for
-// one more release. A workspace id that is not shaped like one
+// older `X-Msgapi-Signature` (no timestamp) is retired: a call signed
+// only with it is 401. A workspace id that is not shaped like one
 // (`ws_` + 26 base32 characters) is 404 before anything else is looked
 // at. Each vendor event is recorded once, keyed on the vendor's own
 // id; a redelivery answers 200 at once with `duplicate: true` and
@@ -4060,9 +4055,8 @@ func (c *Client) ReceiveWebhookWithBody(ctx context.Context, workspaceId string,
 // Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
 // `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
 // several space-separated during a secret rotation). The email relay's
-// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
-// deprecated: accepted only when no `webhook-*` header is present, for
-// one more release. A workspace id that is not shaped like one
+// older `X-Msgapi-Signature` (no timestamp) is retired: a call signed
+// only with it is 401. A workspace id that is not shaped like one
 // (`ws_` + 26 base32 characters) is 404 before anything else is looked
 // at. Each vendor event is recorded once, keyed on the vendor's own
 // id; a redelivery answers 200 at once with `duplicate: true` and
@@ -4096,9 +4090,8 @@ func (c *Client) ReceiveWebhook(ctx context.Context, workspaceId string, channel
 // Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
 // `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
 // several space-separated during a secret rotation). The email relay's
-// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
-// deprecated: accepted only when no `webhook-*` header is present, for
-// one more release. A workspace id that is not shaped like one
+// older `X-Msgapi-Signature` (no timestamp) is retired: a call signed
+// only with it is 401. A workspace id that is not shaped like one
 // (`ws_` + 26 base32 characters) is 404 before anything else is looked
 // at. Each vendor event is recorded once, keyed on the vendor's own
 // id; a redelivery answers 200 at once with `duplicate: true` and
@@ -4132,9 +4125,8 @@ func (c *Client) ReceiveWebhookWithFormdataBody(ctx context.Context, workspaceId
 // Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
 // `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
 // several space-separated during a secret rotation). The email relay's
-// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
-// deprecated: accepted only when no `webhook-*` header is present, for
-// one more release. A workspace id that is not shaped like one
+// older `X-Msgapi-Signature` (no timestamp) is retired: a call signed
+// only with it is 401. A workspace id that is not shaped like one
 // (`ws_` + 26 base32 characters) is 404 before anything else is looked
 // at. Each vendor event is recorded once, keyed on the vendor's own
 // id; a redelivery answers 200 at once with `duplicate: true` and
@@ -6523,9 +6515,8 @@ type ClientWithResponsesInterface interface {
 	// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
 	// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
 	// several space-separated during a secret rotation). The email relay's
-	// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
-	// deprecated: accepted only when no `webhook-*` header is present, for
-	// one more release. A workspace id that is not shaped like one
+	// older `X-Msgapi-Signature` (no timestamp) is retired: a call signed
+	// only with it is 401. A workspace id that is not shaped like one
 	// (`ws_` + 26 base32 characters) is 404 before anything else is looked
 	// at. Each vendor event is recorded once, keyed on the vendor's own
 	// id; a redelivery answers 200 at once with `duplicate: true` and
@@ -6549,9 +6540,8 @@ type ClientWithResponsesInterface interface {
 	// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
 	// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
 	// several space-separated during a secret rotation). The email relay's
-	// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
-	// deprecated: accepted only when no `webhook-*` header is present, for
-	// one more release. A workspace id that is not shaped like one
+	// older `X-Msgapi-Signature` (no timestamp) is retired: a call signed
+	// only with it is 401. A workspace id that is not shaped like one
 	// (`ws_` + 26 base32 characters) is 404 before anything else is looked
 	// at. Each vendor event is recorded once, keyed on the vendor's own
 	// id; a redelivery answers 200 at once with `duplicate: true` and
@@ -6575,9 +6565,8 @@ type ClientWithResponsesInterface interface {
 	// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
 	// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
 	// several space-separated during a secret rotation). The email relay's
-	// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
-	// deprecated: accepted only when no `webhook-*` header is present, for
-	// one more release. A workspace id that is not shaped like one
+	// older `X-Msgapi-Signature` (no timestamp) is retired: a call signed
+	// only with it is 401. A workspace id that is not shaped like one
 	// (`ws_` + 26 base32 characters) is 404 before anything else is looked
 	// at. Each vendor event is recorded once, keyed on the vendor's own
 	// id; a redelivery answers 200 at once with `duplicate: true` and
@@ -6601,9 +6590,8 @@ type ClientWithResponsesInterface interface {
 	// Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
 	// `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
 	// several space-separated during a secret rotation). The email relay's
-	// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
-	// deprecated: accepted only when no `webhook-*` header is present, for
-	// one more release. A workspace id that is not shaped like one
+	// older `X-Msgapi-Signature` (no timestamp) is retired: a call signed
+	// only with it is 401. A workspace id that is not shaped like one
 	// (`ws_` + 26 base32 characters) is 404 before anything else is looked
 	// at. Each vendor event is recorded once, keyed on the vendor's own
 	// id; a redelivery answers 200 at once with `duplicate: true` and
@@ -11309,9 +11297,8 @@ func (c *ClientWithResponses) DeleteWebhookEndpointWithResponse(ctx context.Cont
 // Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
 // `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
 // several space-separated during a secret rotation). The email relay's
-// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
-// deprecated: accepted only when no `webhook-*` header is present, for
-// one more release. A workspace id that is not shaped like one
+// older `X-Msgapi-Signature` (no timestamp) is retired: a call signed
+// only with it is 401. A workspace id that is not shaped like one
 // (`ws_` + 26 base32 characters) is 404 before anything else is looked
 // at. Each vendor event is recorded once, keyed on the vendor's own
 // id; a redelivery answers 200 at once with `duplicate: true` and
@@ -11341,9 +11328,8 @@ func (c *ClientWithResponses) ReceiveWebhookWithBodyWithResponse(ctx context.Con
 // Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
 // `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
 // several space-separated during a secret rotation). The email relay's
-// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
-// deprecated: accepted only when no `webhook-*` header is present, for
-// one more release. A workspace id that is not shaped like one
+// older `X-Msgapi-Signature` (no timestamp) is retired: a call signed
+// only with it is 401. A workspace id that is not shaped like one
 // (`ws_` + 26 base32 characters) is 404 before anything else is looked
 // at. Each vendor event is recorded once, keyed on the vendor's own
 // id; a redelivery answers 200 at once with `duplicate: true` and
@@ -11373,9 +11359,8 @@ func (c *ClientWithResponses) ReceiveWebhookWithResponse(ctx context.Context, wo
 // Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
 // `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
 // several space-separated during a secret rotation). The email relay's
-// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
-// deprecated: accepted only when no `webhook-*` header is present, for
-// one more release. A workspace id that is not shaped like one
+// older `X-Msgapi-Signature` (no timestamp) is retired: a call signed
+// only with it is 401. A workspace id that is not shaped like one
 // (`ws_` + 26 base32 characters) is 404 before anything else is looked
 // at. Each vendor event is recorded once, keyed on the vendor's own
 // id; a redelivery answers 200 at once with `duplicate: true` and
@@ -11405,9 +11390,8 @@ func (c *ClientWithResponses) ReceiveWebhookWithFormdataBodyWithResponse(ctx con
 // Webhooks (`webhook-id`, `webhook-timestamp` within 5 minutes,
 // `webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>`,
 // several space-separated during a secret rotation). The email relay's
-// older `X-Msgapi-Signature: sha256=<hex HMAC-SHA256 of the body>` is
-// deprecated: accepted only when no `webhook-*` header is present, for
-// one more release. A workspace id that is not shaped like one
+// older `X-Msgapi-Signature` (no timestamp) is retired: a call signed
+// only with it is 401. A workspace id that is not shaped like one
 // (`ws_` + 26 base32 characters) is 404 before anything else is looked
 // at. Each vendor event is recorded once, keyed on the vendor's own
 // id; a redelivery answers 200 at once with `duplicate: true` and
