@@ -96,9 +96,7 @@ func (o *Outbox) Run(ctx context.Context) {
 			defer wg.Done()
 			for d := range work {
 				o.attempt(context.WithoutCancel(ctx), d)
-				o.inflightMu.Lock()
-				delete(o.inflight, d.ID)
-				o.inflightMu.Unlock()
+				o.finished(d)
 			}
 		}()
 	}
@@ -143,7 +141,7 @@ func (o *Outbox) pass(ctx context.Context, work chan<- delivery) {
 	}
 
 	var due []delivery
-	cur, err := o.deliveries.Find(ctx, bson.D{{Key: "dueAt", Value: bson.D{{Key: "$lte", Value: o.now()}}}}, options.Find().SetLimit(BatchSize))
+	cur, err := o.deliveries.Find(ctx, o.dueFilter(), options.Find().SetLimit(BatchSize))
 	if err == nil {
 		_ = cur.All(ctx, &due)
 	} else if ctx.Err() == nil {
@@ -187,21 +185,74 @@ func countUpTo(ctx context.Context, coll *mongo.Collection) int64 {
 // metrics (Prometheus scrapes every 15 s by default).
 const backlogEvery = 10 * time.Second
 
-// enqueue hands d to a worker unless this process is attempting it
-// already; false when the queue is full.
+// enqueue hands d to a worker unless this process has it already or its
+// workspace or endpoint holds its share of the workers (it stays due and a
+// later pass takes it); false when the queue is full.
 func (o *Outbox) enqueue(d delivery, work chan<- delivery) bool {
 	o.inflightMu.Lock()
 	defer o.inflightMu.Unlock()
 	if o.inflight[d.ID] {
 		return true
 	}
+	if o.byWorkspace[d.WorkspaceID] >= o.opts.WorkspaceShare || o.byEndpoint[d.EndpointID] >= o.opts.EndpointShare {
+		o.skipped = true
+		return true
+	}
 	select {
 	case work <- d:
 		o.inflight[d.ID] = true
+		o.byWorkspace[d.WorkspaceID]++
+		o.byEndpoint[d.EndpointID]++
 		return true
 	default:
 		return false
 	}
+}
+
+// finished gives d's place back to its workspace and endpoint, and wakes
+// the dispatcher if a due delivery waited for one.
+func (o *Outbox) finished(d delivery) {
+	o.inflightMu.Lock()
+	delete(o.inflight, d.ID)
+	release(o.byWorkspace, d.WorkspaceID)
+	release(o.byEndpoint, d.EndpointID)
+	wake := o.skipped
+	o.skipped = false
+	o.inflightMu.Unlock()
+	if wake {
+		o.Wake()
+	}
+}
+
+func release(m map[string]int, k string) {
+	if m[k]--; m[k] <= 0 {
+		delete(m, k)
+	}
+}
+
+// dueFilter selects the due deliveries of the workspaces and endpoints that
+// have room: so a backlog of one workspace's retries, however long, cannot
+// fill the batch and keep another workspace's due deliveries out of it.
+func (o *Outbox) dueFilter() bson.D {
+	f := bson.D{{Key: "dueAt", Value: bson.D{{Key: "$lte", Value: o.now()}}}}
+	o.inflightMu.Lock()
+	defer o.inflightMu.Unlock()
+	full := func(m map[string]int, share int) bson.A {
+		var a bson.A
+		for k, n := range m {
+			if n >= share {
+				a = append(a, k)
+			}
+		}
+		return a
+	}
+	if a := full(o.byWorkspace, o.opts.WorkspaceShare); len(a) > 0 {
+		f = append(f, bson.E{Key: "workspaceId", Value: bson.D{{Key: "$nin", Value: a}}})
+	}
+	if a := full(o.byEndpoint, o.opts.EndpointShare); len(a) > 0 {
+		f = append(f, bson.E{Key: "endpointId", Value: bson.D{{Key: "$nin", Value: a}}})
+	}
+	return f
 }
 
 // archive moves one pending event into the archive, its log and its

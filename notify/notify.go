@@ -180,6 +180,13 @@ type Options struct {
 	Timeout time.Duration
 	// Workers is how many attempts run at once (default 8).
 	Workers int
+	// WorkspaceShare is how many of them one workspace may hold, queued or
+	// running (default Workers/2, at least 1): a workspace whose endpoints
+	// time out spends its own share, never another workspace's.
+	WorkspaceShare int
+	// EndpointShare is how many attempts one endpoint may have queued or
+	// running at once (default 2).
+	EndpointShare int
 	// PollInterval is how often the store is scanned for due work besides
 	// the in-process wake-ups (default 1s).
 	PollInterval time.Duration
@@ -220,7 +227,9 @@ type Outbox struct {
 	seqMu                              sync.Mutex
 	nextSeq                            map[string]int64 // workspace → next free log slot (a hint)
 	inflightMu                         sync.Mutex
-	inflight                           map[string]bool // deliveries being attempted in this process
+	inflight                           map[string]bool // deliveries queued or attempted in this process
+	byWorkspace, byEndpoint            map[string]int  // how many of them each workspace and endpoint holds
+	skipped                            bool            // a due delivery waited for its workspace's or endpoint's share
 	countedAt                          time.Time       // the last backlog count (dispatcher goroutine only)
 }
 
@@ -243,6 +252,12 @@ func New(o Options) *Outbox {
 	}
 	if o.Workers <= 0 {
 		o.Workers = 8
+	}
+	if o.WorkspaceShare <= 0 {
+		o.WorkspaceShare = max(1, o.Workers/2)
+	}
+	if o.EndpointShare <= 0 {
+		o.EndpointShare = 2
 	}
 	if o.PollInterval == 0 {
 		o.PollInterval = time.Second
@@ -268,7 +283,7 @@ func New(o Options) *Outbox {
 		wake:     make(chan struct{}, 1),
 		epCache:  newEndpointCache(5 * time.Second),
 		nextSeq:  map[string]int64{},
-		inflight: map[string]bool{},
+		inflight: map[string]bool{}, byWorkspace: map[string]int{}, byEndpoint: map[string]int{},
 	}
 }
 
