@@ -81,8 +81,17 @@ func (s *Server) createKey(c echo.Context) error {
 // guessable signature.
 const MinSecretLen = 16
 
-// InboundChannels are the channels whose webhook secret a workspace can set.
-var InboundChannels = []string{"slack", "twilio", "telegram", "email"}
+// InboundChannels are the channels whose webhook secret a workspace can set:
+// the inbound webhooks', and HubSpot's — "hubspot", the app's client
+// secret that signs custom action calls, and "hubspot-token", the access
+// token that completes BLOCKed executions (api/hubspot.go).
+var InboundChannels = []string{"slack", "twilio", "telegram", "email", SecretHubSpot, SecretHubSpotToken}
+
+// The HubSpot custom action's secrets.
+const (
+	SecretHubSpot      = "hubspot"
+	SecretHubSpotToken = "hubspot-token"
+)
 
 // setSecret: PUT /admin/workspaces/{id}/secrets/{channel} {"secret": "..."}
 // stores the inbound webhook signing secret for one channel → 204.
@@ -93,7 +102,7 @@ func (s *Server) setSecret(c echo.Context) error {
 		known = known || k == ch
 	}
 	if !known {
-		return msgapi.Errorf(msgapi.CodeNotFound, "unknown channel %q (slack, twilio, telegram, email)", ch)
+		return msgapi.Errorf(msgapi.CodeNotFound, "unknown channel %q (slack, twilio, telegram, email, hubspot, hubspot-token)", ch)
 	}
 	if err := requireJSON(c); err != nil {
 		return err

@@ -69,6 +69,11 @@ func (s *Server) routes(e *echo.Echo) {
 	if s.opts.Inbound != nil {
 		e.POST("/api/webhooks/:workspaceId/:channel", s.opts.Inbound)
 	}
+	// HubSpot's custom workflow action, signed with the workspace's HubSpot
+	// app secret (hubspot.go); the workspace's rate limit applies.
+	if s.opts.HubSpot != nil {
+		e.POST(HubSpotActionPath, s.hubspotAction, readBody, s.hubspotVerify, s.rateLimit)
+	}
 	if s.opts.TwilioReceipt != nil {
 		e.POST("/api/receipts/twilio", s.opts.TwilioReceipt)
 	}

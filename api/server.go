@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/consent"
+	"github.com/msgapi/msgapi/hubspot"
 	"github.com/msgapi/msgapi/idempotency"
 	"github.com/msgapi/msgapi/messages"
 	"github.com/msgapi/msgapi/notify"
@@ -65,6 +67,14 @@ type Options struct {
 	// (MSGAPI_PUBLIC_URL): problem types are absolute URLs under it, as
 	// RFC 9457 recommends; without it they are relative ("/docs#error-…").
 	PublicURL string
+	// TrustedProxies are the networks whose X-Forwarded-Proto/Host name the
+	// URL a vendor signed (the HubSpot action's signature covers it).
+	TrustedProxies []netip.Prefix
+	// HubSpot completes the HubSpot action's BLOCKed executions (package
+	// hubspot); the action's route is mounted when it is set.
+	HubSpot *hubspot.Callbacks
+	// Now is the clock of signature timestamps (tests); nil is time.Now.
+	Now func() time.Time
 }
 
 // APIVersion is the version of the HTTP API, in the Msgapi-Version

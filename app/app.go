@@ -15,6 +15,7 @@ import (
 	"github.com/msgapi/msgapi/api"
 	"github.com/msgapi/msgapi/consent"
 	"github.com/msgapi/msgapi/guard"
+	"github.com/msgapi/msgapi/hubspot"
 	"github.com/msgapi/msgapi/idempotency"
 	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/messages"
@@ -30,7 +31,7 @@ import (
 // Collections is every collection msgapi uses, created at start-up.
 func Collections() []store.Collection {
 	var c []store.Collection
-	for _, cs := range [][]store.Collection{workspace.Collections, messages.Collections, consent.Collections, guard.Collections, idempotency.Collections, inbound.Collections, notify.Collections, receipts.Collections} {
+	for _, cs := range [][]store.Collection{workspace.Collections, messages.Collections, consent.Collections, guard.Collections, idempotency.Collections, inbound.Collections, notify.Collections, receipts.Collections, hubspot.Collections} {
 		c = append(c, cs...)
 	}
 	return c
@@ -78,6 +79,10 @@ type Options struct {
 	// Receipts configures delivery receipts; New sets Store, Messages and
 	// OnStatus.
 	Receipts receipts.Options
+	// HubSpot configures the HubSpot custom action's callbacks; New sets
+	// Store, Messages and Token (the workspace's hubspot-token secret). New
+	// does not run them (App.HubSpot.Run).
+	HubSpot hubspot.Options
 	// OutcomeAfter is how old a message still sending must be for the
 	// outcome sweeper to decide it (send timeout + margin); 0: no sweeper.
 	OutcomeAfter time.Duration
@@ -98,6 +103,7 @@ type App struct {
 	Send    *send.Service
 	Guard   *guard.Guard
 	Sweeper *send.Sweeper // nil without Options.OutcomeAfter
+	HubSpot *hubspot.Callbacks
 }
 
 // New builds the app. It starts nothing: the caller runs the outbox's
@@ -158,11 +164,23 @@ func New(o Options) (*App, error) {
 	rc.Store, rc.Messages, rc.OnStatus = st, ms, record
 	rcpts := receipts.New(rc)
 
+	ho := o.HubSpot
+	ho.Store, ho.Messages = st, ms
+	ho.Token = func(ctx context.Context, workspaceID string) (string, error) {
+		w, err := o.Workspaces.Find(ctx, workspaceID)
+		if err != nil {
+			return "", err
+		}
+		return o.Workspaces.Secret(w, api.SecretHubSpotToken)
+	}
+	a.HubSpot = hubspot.New(ho)
+
 	ao := api.Options{
 		Log: o.Log, Store: st, Workspaces: o.Workspaces, AdminToken: o.AdminToken,
 		Send: a.Send, Messages: ms, Idempotency: keys, Outbox: o.Outbox, Consent: o.Consent, Unsubscribe: o.Unsubscribe,
 		Inbound: inbound.New(in).Receive, TwilioReceipt: rcpts.Twilio, RelayReceipt: rcpts.Relay,
 		Limiter: o.Limiter, RateLimit: o.RateLimit, OnRateLimited: o.OnRateLimited, PublicURL: o.PublicURL,
+		TrustedProxies: o.Inbound.TrustedProxies, HubSpot: a.HubSpot,
 	}
 	if met != nil {
 		ao.Metrics = met.Handler()

@@ -33,6 +33,14 @@ const (
 	InboundSignatureInvalid = "inbound.signature_invalid"
 	InboundFastpathError    = "inbound.dedup_fastpath_error"
 
+	// HubSpot custom workflow action (package hubspot): a call whose
+	// signature failed (nothing was written); a BLOCKed execution completed
+	// at HubSpot's callback API; a completion HubSpot refused or that ran
+	// out of time (the execution then expires at HubSpot).
+	HubSpotSignatureInvalid = "hubspot.signature_invalid"
+	HubSpotCallbackDone     = "hubspot.callback_completed"
+	HubSpotCallbackFailed   = "hubspot.callback_failed"
+
 	HTTPRequest = "http.request"
 	// Panic: a handler panicked; the caller got a 500 and the process
 	// kept serving. The line carries the stack.

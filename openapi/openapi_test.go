@@ -56,7 +56,7 @@ var wantOperations = []string{
 	"POST /api/webhooks/{workspaceId}/{channel}",
 	"POST /api/webhook-endpoints", "GET /api/webhook-endpoints", "DELETE /api/webhook-endpoints/{id}",
 	"GET /api/events", "GET /api/events/{id}", "POST /api/events/{id}/redeliver",
-	"POST /api/receipts/twilio", "POST /api/receipts/webhook",
+	"POST /api/receipts/twilio", "POST /api/receipts/webhook", "POST /integrations/hubspot/{workspaceId}/actions/send",
 	"GET /api/suppressions", "POST /api/suppressions", "GET /api/suppressions/{address}", "DELETE /api/suppressions/{address}",
 	"GET /unsubscribe/{token}", "POST /unsubscribe/{token}",
 	"GET /healthz", "GET /readyz", "GET /metrics", "GET /openapi.yaml", "GET /docs", "GET /docs/assets/{file}",

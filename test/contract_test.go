@@ -565,6 +565,40 @@ func TestContract(t *testing.T) {
 		}
 	})
 
+	hsPath := "/integrations/hubspot/" + ws + "/actions/send"
+	hsCall := func(p *proc, path, secret, body string) call {
+		return call{method: "POST", path: path, body: body, header: map[string]string{
+			vendorsig.HeaderHubSpotVersion:   "v2",
+			vendorsig.HeaderHubSpotSignature: hex.EncodeToString(vendorsig.HubSpotV2(secret, "POST", p.url+path, []byte(body))),
+		}}
+	}
+	hsBody := func(cb, text string) string {
+		return `{"callbackId":"` + cb + `","origin":{"portalId":4242},"object":{"objectId":615,"objectType":"CONTACT"},` +
+			`"inputFields":{"channel":"sms","phone":"+15550100061","body":"` + text + `"}}`
+	}
+	t.Run("hubspot action", func(t *testing.T) {
+		wantStatus(t, c.do(t, a, call{method: "PUT", path: "/admin/workspaces/" + ws + "/secrets/hubspot", token: admin, body: `{"secret":"` + hubspotSecret + `"}`}), 204)
+		o := wantStatus(t, c.do(t, a, hsCall(a, hsPath, hubspotSecret, hsBody("cb-contract-1", "HubSpot contract"))), 200).json(t)["outputFields"].(map[string]any)
+		if o["hs_execution_state"] != "SUCCESS" {
+			t.Errorf("outputs %v, want SUCCESS", o)
+		}
+		wantStatus(t, c.do(t, a, hsCall(a, hsPath, hubspotSecret, `{"inputFields":{}}`)), 400)
+		wantStatus(t, c.do(t, a, hsCall(a, hsPath, "not-the-app-secret", hsBody("cb-contract-2", "HubSpot contract 2"))), 401)
+		wantStatus(t, c.do(t, a, hsCall(a, "/integrations/hubspot/ws_nope/actions/send", hubspotSecret, hsBody("cb-contract-2", "x"))), 404)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: hsPath, body: tooLarge(), chunked: true}), 413)
+		// The same execution twice at once on b (its provider takes 2 s):
+		// the second is 429 with Retry-After, which HubSpot retries.
+		slowCall := hsCall(b, hsPath, hubspotSecret, hsBody("cb-contract-3", "HubSpot contract slow"))
+		done := make(chan struct{})
+		go func() { defer close(done); _, _ = c.send(t, b, slowCall) }()
+		time.Sleep(300 * time.Millisecond)
+		r := wantStatus(t, c.do(t, b, slowCall), 429)
+		if r.header.Get("Retry-After") == "" {
+			t.Error("the 429 has no Retry-After")
+		}
+		<-done
+	})
+
 	t.Run("store down", func(t *testing.T) {
 		// b caches the API key, so it gets past authentication to the
 		// store; then a stops, and the engine with it.
@@ -607,6 +641,7 @@ func TestContract(t *testing.T) {
 			{method: "POST", path: "/unsubscribe/" + unsubToken, body: "List-Unsubscribe=One-Click", contentType: "application/x-www-form-urlencoded"},
 			twilioReceipt(b, msg1, "delivered", twilioToken),
 			relayReceipt(`{"messageId":"`+msg1+`","status":"delivered"}`, relaySecret),
+			hsCall(b, hsPath, hubspotSecret, hsBody("cb-contract-down", "Store down")),
 		}
 		var wg sync.WaitGroup
 		for _, cl := range calls {

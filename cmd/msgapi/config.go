@@ -59,6 +59,7 @@ var settings = []setting{
 	{"MSGAPI_TWILIO_FROM", "twilio-from", "", "twilio provider: sender number (E.164)", false},
 	{"MSGAPI_TWILIO_MESSAGING_SERVICE_SID", "twilio-messaging-service-sid", "", "twilio provider: messaging service SID (instead of a from number)", false},
 	{"MSGAPI_TWILIO_BASE_URL", "twilio-base-url", "https://api.twilio.com", "twilio provider: API base URL", false},
+	{"MSGAPI_HUBSPOT_API_URL", "hubspot-api-url", "https://api.hubapi.com", "HubSpot custom action: API origin of the callback completions", false},
 	{"MSGAPI_SMTP_HOST", "smtp-host", "", "smtp provider: server host", false},
 	{"MSGAPI_SMTP_PORT", "smtp-port", "587", "smtp provider: server port", false},
 	{"MSGAPI_SMTP_USERNAME", "smtp-username", "", "smtp provider: user name", false},

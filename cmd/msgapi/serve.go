@@ -19,6 +19,7 @@ import (
 	"github.com/msgapi/msgapi/consent"
 	"github.com/msgapi/msgapi/events/loki"
 	"github.com/msgapi/msgapi/guard"
+	"github.com/msgapi/msgapi/hubspot"
 	"github.com/msgapi/msgapi/idempotency"
 	"github.com/msgapi/msgapi/inbound"
 	"github.com/msgapi/msgapi/logcap"
@@ -303,6 +304,9 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 		limiter = ratelimit.New(ratelimit.Options{Redis: rc})
 		log.Info().Msg("inbound webhooks: Redis fast path enabled; rate limits shared by every process (MSGAPI_REDIS_URL)")
 	}
+	if err := checkProviderURL("MSGAPI_HUBSPOT_API_URL", v.str("MSGAPI_HUBSPOT_API_URL"), v.str("MSGAPI_ENV"), log); err != nil {
+		return err
+	}
 	a, err := app.New(app.Options{
 		Store: st, Workspaces: ws, Messages: ms, Log: log,
 		Senders: senders, DefaultRegion: v.str("MSGAPI_DEFAULT_REGION"), AdminToken: c.adminToken, Lifetime: life,
@@ -319,12 +323,15 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 		SendTimeout: c.sendTimeout,
 		TestSender:  sender.NewLog(log.With().Bool("testKey", true).Logger(), 0),
 		PublicURL:   v.str("MSGAPI_PUBLIC_URL"),
+		HubSpot:     hubspot.Options{APIBase: strings.TrimRight(v.str("MSGAPI_HUBSPOT_API_URL"), "/"), Client: &http.Client{}, Log: log},
 	})
 	if err != nil {
 		return err
 	}
 	// Lost outcomes become unknown: at start-up, then every interval.
 	go a.Sweeper.Run(bg, c.sweepInterval)
+	// BLOCKed HubSpot executions are completed once their outcome is known.
+	go a.HubSpot.Run(bg)
 
 	defer ws.Wait() // the last lastUsedAt writes, before the store closes
 	if c.adminToken == "" {

@@ -221,6 +221,48 @@ func (e HealthStatus) Valid() bool {
 	}
 }
 
+// Defines values for HubSpotActionRequestInputFieldsChannel.
+const (
+	HubSpotActionRequestInputFieldsChannelEmail    HubSpotActionRequestInputFieldsChannel = "email"
+	HubSpotActionRequestInputFieldsChannelImessage HubSpotActionRequestInputFieldsChannel = "imessage"
+	HubSpotActionRequestInputFieldsChannelSms      HubSpotActionRequestInputFieldsChannel = "sms"
+)
+
+// Valid indicates whether the value is a known member of the HubSpotActionRequestInputFieldsChannel enum.
+func (e HubSpotActionRequestInputFieldsChannel) Valid() bool {
+	switch e {
+	case HubSpotActionRequestInputFieldsChannelEmail:
+		return true
+	case HubSpotActionRequestInputFieldsChannelImessage:
+		return true
+	case HubSpotActionRequestInputFieldsChannelSms:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for HubSpotActionResponseOutputFieldsHsExecutionState.
+const (
+	BLOCK        HubSpotActionResponseOutputFieldsHsExecutionState = "BLOCK"
+	FAILCONTINUE HubSpotActionResponseOutputFieldsHsExecutionState = "FAIL_CONTINUE"
+	SUCCESS      HubSpotActionResponseOutputFieldsHsExecutionState = "SUCCESS"
+)
+
+// Valid indicates whether the value is a known member of the HubSpotActionResponseOutputFieldsHsExecutionState enum.
+func (e HubSpotActionResponseOutputFieldsHsExecutionState) Valid() bool {
+	switch e {
+	case BLOCK:
+		return true
+	case FAILCONTINUE:
+		return true
+	case SUCCESS:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LeadListHasMore.
 const (
 	LeadListHasMoreFalse LeadListHasMore = false
@@ -557,6 +599,36 @@ func (e RelayReceiptRequestStatus) Valid() bool {
 	case RelayReceiptRequestStatusSent:
 		return true
 	case RelayReceiptRequestStatusUndelivered:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SecretChannel.
+const (
+	SecretChannelEmail        SecretChannel = "email"
+	SecretChannelHubspot      SecretChannel = "hubspot"
+	SecretChannelHubspotToken SecretChannel = "hubspot-token"
+	SecretChannelSlack        SecretChannel = "slack"
+	SecretChannelTelegram     SecretChannel = "telegram"
+	SecretChannelTwilio       SecretChannel = "twilio"
+)
+
+// Valid indicates whether the value is a known member of the SecretChannel enum.
+func (e SecretChannel) Valid() bool {
+	switch e {
+	case SecretChannelEmail:
+		return true
+	case SecretChannelHubspot:
+		return true
+	case SecretChannelHubspotToken:
+		return true
+	case SecretChannelSlack:
+		return true
+	case SecretChannelTelegram:
+		return true
+	case SecretChannelTwilio:
 		return true
 	default:
 		return false
@@ -1327,6 +1399,74 @@ type Health struct {
 // HealthStatus defines model for Health.Status.
 type HealthStatus string
 
+// HubSpotActionRequest HubSpot's custom workflow action call, as HubSpot sends it.
+type HubSpotActionRequest struct {
+	// CallbackId HubSpot's id of this execution, the same across its retries; the send's Idempotency-Key is `hubspot:` + it.
+	CallbackId string `json:"callbackId"`
+
+	// InputFields The action's inputs (deploy/hubspot/action.json); an empty one is left out.
+	InputFields *struct {
+		Body    *string                                 `json:"body,omitempty"`
+		Channel *HubSpotActionRequestInputFieldsChannel `json:"channel,omitempty"`
+
+		// Email The send's `recipientEmail`.
+		Email *string `json:"email,omitempty"`
+
+		// Phone The send's `recipientPhone`.
+		Phone   *string `json:"phone,omitempty"`
+		Subject *string `json:"subject,omitempty"`
+	} `json:"inputFields,omitempty"`
+	Object               *HubSpotActionRequest_Object `json:"object,omitempty"`
+	Origin               *HubSpotActionRequest_Origin `json:"origin,omitempty"`
+	AdditionalProperties map[string]interface{}       `json:"-"`
+}
+
+// HubSpotActionRequestInputFieldsChannel defines model for HubSpotActionRequest.InputFields.Channel.
+type HubSpotActionRequestInputFieldsChannel string
+
+// HubSpotActionRequest_Object defines model for HubSpotActionRequest.Object.
+type HubSpotActionRequest_Object struct {
+	// ObjectId With `objectType` CONTACT, becomes the lead's `hsContactId`.
+	ObjectId             *int                   `json:"objectId,omitempty"`
+	ObjectType           *string                `json:"objectType,omitempty"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// HubSpotActionRequest_Origin defines model for HubSpotActionRequest.Origin.
+type HubSpotActionRequest_Origin struct {
+	// PortalId Becomes the lead's `hsPortalId`.
+	PortalId             *int                   `json:"portalId,omitempty"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// HubSpotActionResponse defines model for HubSpotActionResponse.
+type HubSpotActionResponse struct {
+	OutputFields struct {
+		DuplicateOnly bool `json:"duplicateOnly"`
+
+		// Error With errorCode, what was wrong.
+		Error *string `json:"error,omitempty"`
+
+		// ErrorCode With FAIL_CONTINUE for refused inputs, the problem code (`invalid_request`, `lead_not_found`, `idempotency_key_reused`).
+		ErrorCode *string `json:"errorCode,omitempty"`
+
+		// HsExecutionState SUCCESS when the message is sent (or further); FAIL_CONTINUE when it reached no one or may not have (failed, suppressed, undelivered, unknown) or the inputs were refused; BLOCK while the original of a duplicate is in flight (completed later through HubSpot's callback API).
+		HsExecutionState HubSpotActionResponseOutputFieldsHsExecutionState `json:"hs_execution_state"`
+
+		// HsExpirationDuration With BLOCK, how long HubSpot waits for the completion (ISO 8601, `P1D`).
+		HsExpirationDuration *string `json:"hs_expiration_duration,omitempty"`
+
+		// MessageId The message (a duplicate's is the original's); empty when nothing was sent.
+		MessageId string `json:"messageId"`
+
+		// Status The message's status; empty when nothing was sent.
+		Status string `json:"status"`
+	} `json:"outputFields"`
+}
+
+// HubSpotActionResponseOutputFieldsHsExecutionState SUCCESS when the message is sent (or further); FAIL_CONTINUE when it reached no one or may not have (failed, suppressed, undelivered, unknown) or the inputs were refused; BLOCK while the original of a duplicate is in flight (completed later through HubSpot's callback API).
+type HubSpotActionResponseOutputFieldsHsExecutionState string
+
 // HubSpotID A HubSpot contact or portal id, stored on the lead and echoed back as
 // a string. HubSpot workflows send these as JSON numbers, so an integer
 // from 0 to 2^53-1 is accepted too and stored as its decimal string
@@ -1646,6 +1786,9 @@ type RequestAttachment struct {
 	Url string `json:"url"`
 }
 
+// SecretChannel defines model for SecretChannel.
+type SecretChannel string
+
 // SendRequest A message to send. `null` is the same as an absent member, and so is
 // an empty or blank recipient, subject or CRM reference. See the API
 // description for the rules that a schema cannot state.
@@ -1891,9 +2034,9 @@ type Workspace struct {
 	// Settings The workspace's own settings; null means the server's value.
 	Settings WorkspaceSettings `json:"settings"`
 
-	// WebhookSecrets The webhook channels that have a signing secret (never the secret).
-	WebhookSecrets []WebhookChannel `json:"webhookSecrets"`
-	WorkspaceId    string           `json:"workspaceId"`
+	// WebhookSecrets The webhook channels (and HubSpot secrets) that have a secret (never the secret).
+	WebhookSecrets []SecretChannel `json:"webhookSecrets"`
+	WorkspaceId    string          `json:"workspaceId"`
 }
 
 // WorkspaceCreated defines model for WorkspaceCreated.
@@ -2226,8 +2369,273 @@ type ReceiveWebhookFormdataRequestBody ReceiveWebhookFormdataBody
 // ReceiveWebhookTextRequestBody defines body for ReceiveWebhook for text/plain ContentType.
 type ReceiveWebhookTextRequestBody = ReceiveWebhookTextBody
 
+// HubspotActionJSONRequestBody defines body for HubspotAction for application/json ContentType.
+type HubspotActionJSONRequestBody = HubSpotActionRequest
+
 // PostUnsubscribeFormdataRequestBody defines body for PostUnsubscribe for application/x-www-form-urlencoded ContentType.
 type PostUnsubscribeFormdataRequestBody PostUnsubscribeFormdataBody
+
+// Getter for additional properties for HubSpotActionRequest. Returns the specified
+// element and whether it was found
+func (a HubSpotActionRequest) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for HubSpotActionRequest
+func (a *HubSpotActionRequest) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for HubSpotActionRequest to handle AdditionalProperties
+func (a *HubSpotActionRequest) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["callbackId"]; found {
+		err = json.Unmarshal(raw, &a.CallbackId)
+		if err != nil {
+			return fmt.Errorf("error reading 'callbackId': %w", err)
+		}
+		delete(object, "callbackId")
+	}
+
+	if raw, found := object["inputFields"]; found {
+		err = json.Unmarshal(raw, &a.InputFields)
+		if err != nil {
+			return fmt.Errorf("error reading 'inputFields': %w", err)
+		}
+		delete(object, "inputFields")
+	}
+
+	if raw, found := object["object"]; found {
+		err = json.Unmarshal(raw, &a.Object)
+		if err != nil {
+			return fmt.Errorf("error reading 'object': %w", err)
+		}
+		delete(object, "object")
+	}
+
+	if raw, found := object["origin"]; found {
+		err = json.Unmarshal(raw, &a.Origin)
+		if err != nil {
+			return fmt.Errorf("error reading 'origin': %w", err)
+		}
+		delete(object, "origin")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for HubSpotActionRequest to handle AdditionalProperties
+func (a HubSpotActionRequest) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	object["callbackId"], err = json.Marshal(a.CallbackId)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'callbackId': %w", err)
+	}
+
+	if a.InputFields != nil {
+		object["inputFields"], err = json.Marshal(a.InputFields)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'inputFields': %w", err)
+		}
+	}
+
+	if a.Object != nil {
+		object["object"], err = json.Marshal(a.Object)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'object': %w", err)
+		}
+	}
+
+	if a.Origin != nil {
+		object["origin"], err = json.Marshal(a.Origin)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'origin': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for HubSpotActionRequest_Object. Returns the specified
+// element and whether it was found
+func (a HubSpotActionRequest_Object) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for HubSpotActionRequest_Object
+func (a *HubSpotActionRequest_Object) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for HubSpotActionRequest_Object to handle AdditionalProperties
+func (a *HubSpotActionRequest_Object) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["objectId"]; found {
+		err = json.Unmarshal(raw, &a.ObjectId)
+		if err != nil {
+			return fmt.Errorf("error reading 'objectId': %w", err)
+		}
+		delete(object, "objectId")
+	}
+
+	if raw, found := object["objectType"]; found {
+		err = json.Unmarshal(raw, &a.ObjectType)
+		if err != nil {
+			return fmt.Errorf("error reading 'objectType': %w", err)
+		}
+		delete(object, "objectType")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for HubSpotActionRequest_Object to handle AdditionalProperties
+func (a HubSpotActionRequest_Object) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.ObjectId != nil {
+		object["objectId"], err = json.Marshal(a.ObjectId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'objectId': %w", err)
+		}
+	}
+
+	if a.ObjectType != nil {
+		object["objectType"], err = json.Marshal(a.ObjectType)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'objectType': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for HubSpotActionRequest_Origin. Returns the specified
+// element and whether it was found
+func (a HubSpotActionRequest_Origin) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for HubSpotActionRequest_Origin
+func (a *HubSpotActionRequest_Origin) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for HubSpotActionRequest_Origin to handle AdditionalProperties
+func (a *HubSpotActionRequest_Origin) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["portalId"]; found {
+		err = json.Unmarshal(raw, &a.PortalId)
+		if err != nil {
+			return fmt.Errorf("error reading 'portalId': %w", err)
+		}
+		delete(object, "portalId")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for HubSpotActionRequest_Origin to handle AdditionalProperties
+func (a HubSpotActionRequest_Origin) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.PortalId != nil {
+		object["portalId"], err = json.Marshal(a.PortalId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'portalId': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // Getter for additional properties for ReceiveTwilioReceiptFormdataBody. Returns the specified
 // element and whether it was found
@@ -2731,7 +3139,10 @@ type ClientInterface interface {
 	//
 	// Stores the workspace's signing secret for one inbound webhook channel:
 	// the Slack signing secret, the Twilio auth token, the Telegram
-	// `secret_token`, or the email relay's signing secret. It is never returned.
+	// `secret_token`, or the email relay's signing secret; or the HubSpot
+	// custom action's: `hubspot`, the HubSpot app's client secret (it signs
+	// the action's calls), and `hubspot-token`, the access token msgapi
+	// completes BLOCKed executions with. It is never returned.
 	// The email relay's secret is `whsec_` + standard base64 of 24–64 random
 	// bytes (Standard Webhooks; the HMAC key is the decoded bytes) or, from
 	// before, any other string (its UTF-8 bytes are the key); a `whsec_`
@@ -2740,13 +3151,16 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /admin/workspaces/{id}/secrets/{channel} (the `SetWebhookSecret` operationId).
-	SetWebhookSecretWithBody(ctx context.Context, id WorkspaceId, channel WebhookChannel, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SetWebhookSecretWithBody(ctx context.Context, id WorkspaceId, channel SecretChannel, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SetWebhookSecret Set a webhook signing secret
 	//
 	// Stores the workspace's signing secret for one inbound webhook channel:
 	// the Slack signing secret, the Twilio auth token, the Telegram
-	// `secret_token`, or the email relay's signing secret. It is never returned.
+	// `secret_token`, or the email relay's signing secret; or the HubSpot
+	// custom action's: `hubspot`, the HubSpot app's client secret (it signs
+	// the action's calls), and `hubspot-token`, the access token msgapi
+	// completes BLOCKed executions with. It is never returned.
 	// The email relay's secret is `whsec_` + standard base64 of 24–64 random
 	// bytes (Standard Webhooks; the HMAC key is the decoded bytes) or, from
 	// before, any other string (its UTF-8 bytes are the key); a `whsec_`
@@ -2755,7 +3169,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PUT /admin/workspaces/{id}/secrets/{channel} (the `SetWebhookSecret` operationId).
-	SetWebhookSecret(ctx context.Context, id WorkspaceId, channel WebhookChannel, body SetWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SetWebhookSecret(ctx context.Context, id WorkspaceId, channel SecretChannel, body SetWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetConversation Read a conversation and a page of its messages
 	//
@@ -3170,6 +3584,48 @@ type ClientInterface interface {
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// HubspotActionWithBody HubSpot custom workflow action
+	//
+	// The `actionUrl` of msgapi's HubSpot custom workflow action
+	// (deploy/hubspot/action.json). HubSpot signs the call with the app's
+	// client secret, the workspace's `hubspot` secret: `X-HubSpot-Signature-v3`
+	// with `X-HubSpot-Request-Timestamp` (at most 5 minutes old) when
+	// present, else `X-HubSpot-Signature` with `X-HubSpot-Signature-Version: v2`
+	// (the version HubSpot's custom action guide names). A bad, stale or
+	// missing signature is 401 and writes nothing. The call is a send of
+	// `inputFields` with the Idempotency-Key `hubspot:` + `callbackId`, so
+	// HubSpot's retries of one execution send once and get the same
+	// outputs. A duplicate of a message still in flight answers BLOCK and is
+	// completed at HubSpot's `POST /automation/v4/actions/callbacks/{callbackId}/complete`
+	// once the original's outcome is known (with the workspace's
+	// `hubspot-token`), retried durably.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /integrations/hubspot/{workspaceId}/actions/send (the `HubspotAction` operationId).
+	HubspotActionWithBody(ctx context.Context, workspaceId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// HubspotAction HubSpot custom workflow action
+	//
+	// The `actionUrl` of msgapi's HubSpot custom workflow action
+	// (deploy/hubspot/action.json). HubSpot signs the call with the app's
+	// client secret, the workspace's `hubspot` secret: `X-HubSpot-Signature-v3`
+	// with `X-HubSpot-Request-Timestamp` (at most 5 minutes old) when
+	// present, else `X-HubSpot-Signature` with `X-HubSpot-Signature-Version: v2`
+	// (the version HubSpot's custom action guide names). A bad, stale or
+	// missing signature is 401 and writes nothing. The call is a send of
+	// `inputFields` with the Idempotency-Key `hubspot:` + `callbackId`, so
+	// HubSpot's retries of one execution send once and get the same
+	// outputs. A duplicate of a message still in flight answers BLOCK and is
+	// completed at HubSpot's `POST /automation/v4/actions/callbacks/{callbackId}/complete`
+	// once the original's outcome is known (with the workspace's
+	// `hubspot-token`), retried durably.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /integrations/hubspot/{workspaceId}/actions/send (the `HubspotAction` operationId).
+	HubspotAction(ctx context.Context, workspaceId string, body HubspotActionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Metrics Prometheus metrics
 	//
 	// Requests and latency by route, sends by channel and status,
@@ -3441,7 +3897,10 @@ func (c *Client) RevokeApiKey(ctx context.Context, id WorkspaceId, keyId KeyId, 
 //
 // Stores the workspace's signing secret for one inbound webhook channel:
 // the Slack signing secret, the Twilio auth token, the Telegram
-// `secret_token`, or the email relay's signing secret. It is never returned.
+// `secret_token`, or the email relay's signing secret; or the HubSpot
+// custom action's: `hubspot`, the HubSpot app's client secret (it signs
+// the action's calls), and `hubspot-token`, the access token msgapi
+// completes BLOCKed executions with. It is never returned.
 // The email relay's secret is `whsec_` + standard base64 of 24–64 random
 // bytes (Standard Webhooks; the HMAC key is the decoded bytes) or, from
 // before, any other string (its UTF-8 bytes are the key); a `whsec_`
@@ -3450,7 +3909,7 @@ func (c *Client) RevokeApiKey(ctx context.Context, id WorkspaceId, keyId KeyId, 
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PUT /admin/workspaces/{id}/secrets/{channel} (the `SetWebhookSecret` operationId).
-func (c *Client) SetWebhookSecretWithBody(ctx context.Context, id WorkspaceId, channel WebhookChannel, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) SetWebhookSecretWithBody(ctx context.Context, id WorkspaceId, channel SecretChannel, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetWebhookSecretRequestWithBody(c.Server, id, channel, contentType, body)
 	if err != nil {
 		return nil, err
@@ -3466,7 +3925,10 @@ func (c *Client) SetWebhookSecretWithBody(ctx context.Context, id WorkspaceId, c
 //
 // Stores the workspace's signing secret for one inbound webhook channel:
 // the Slack signing secret, the Twilio auth token, the Telegram
-// `secret_token`, or the email relay's signing secret. It is never returned.
+// `secret_token`, or the email relay's signing secret; or the HubSpot
+// custom action's: `hubspot`, the HubSpot app's client secret (it signs
+// the action's calls), and `hubspot-token`, the access token msgapi
+// completes BLOCKed executions with. It is never returned.
 // The email relay's secret is `whsec_` + standard base64 of 24–64 random
 // bytes (Standard Webhooks; the HMAC key is the decoded bytes) or, from
 // before, any other string (its UTF-8 bytes are the key); a `whsec_`
@@ -3475,7 +3937,7 @@ func (c *Client) SetWebhookSecretWithBody(ctx context.Context, id WorkspaceId, c
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PUT /admin/workspaces/{id}/secrets/{channel} (the `SetWebhookSecret` operationId).
-func (c *Client) SetWebhookSecret(ctx context.Context, id WorkspaceId, channel WebhookChannel, body SetWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) SetWebhookSecret(ctx context.Context, id WorkspaceId, channel SecretChannel, body SetWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetWebhookSecretRequest(c.Server, id, channel, body)
 	if err != nil {
 		return nil, err
@@ -4210,6 +4672,68 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
+// HubspotActionWithBody HubSpot custom workflow action
+//
+// The `actionUrl` of msgapi's HubSpot custom workflow action
+// (deploy/hubspot/action.json). HubSpot signs the call with the app's
+// client secret, the workspace's `hubspot` secret: `X-HubSpot-Signature-v3`
+// with `X-HubSpot-Request-Timestamp` (at most 5 minutes old) when
+// present, else `X-HubSpot-Signature` with `X-HubSpot-Signature-Version: v2`
+// (the version HubSpot's custom action guide names). A bad, stale or
+// missing signature is 401 and writes nothing. The call is a send of
+// `inputFields` with the Idempotency-Key `hubspot:` + `callbackId`, so
+// HubSpot's retries of one execution send once and get the same
+// outputs. A duplicate of a message still in flight answers BLOCK and is
+// completed at HubSpot's `POST /automation/v4/actions/callbacks/{callbackId}/complete`
+// once the original's outcome is known (with the workspace's
+// `hubspot-token`), retried durably.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /integrations/hubspot/{workspaceId}/actions/send (the `HubspotAction` operationId).
+func (c *Client) HubspotActionWithBody(ctx context.Context, workspaceId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHubspotActionRequestWithBody(c.Server, workspaceId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// HubspotAction HubSpot custom workflow action
+//
+// The `actionUrl` of msgapi's HubSpot custom workflow action
+// (deploy/hubspot/action.json). HubSpot signs the call with the app's
+// client secret, the workspace's `hubspot` secret: `X-HubSpot-Signature-v3`
+// with `X-HubSpot-Request-Timestamp` (at most 5 minutes old) when
+// present, else `X-HubSpot-Signature` with `X-HubSpot-Signature-Version: v2`
+// (the version HubSpot's custom action guide names). A bad, stale or
+// missing signature is 401 and writes nothing. The call is a send of
+// `inputFields` with the Idempotency-Key `hubspot:` + `callbackId`, so
+// HubSpot's retries of one execution send once and get the same
+// outputs. A duplicate of a message still in flight answers BLOCK and is
+// completed at HubSpot's `POST /automation/v4/actions/callbacks/{callbackId}/complete`
+// once the original's outcome is known (with the workspace's
+// `hubspot-token`), retried durably.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /integrations/hubspot/{workspaceId}/actions/send (the `HubspotAction` operationId).
+func (c *Client) HubspotAction(ctx context.Context, workspaceId string, body HubspotActionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHubspotActionRequest(c.Server, workspaceId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // Metrics Prometheus metrics
 //
 // Requests and latency by route, sends by channel and status,
@@ -4639,7 +5163,7 @@ func NewRevokeApiKeyRequest(server string, id WorkspaceId, keyId KeyId) (*http.R
 }
 
 // NewSetWebhookSecretRequest calls the generic SetWebhookSecret builder with application/json body
-func NewSetWebhookSecretRequest(server string, id WorkspaceId, channel WebhookChannel, body SetWebhookSecretJSONRequestBody) (*http.Request, error) {
+func NewSetWebhookSecretRequest(server string, id WorkspaceId, channel SecretChannel, body SetWebhookSecretJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
@@ -4650,7 +5174,7 @@ func NewSetWebhookSecretRequest(server string, id WorkspaceId, channel WebhookCh
 }
 
 // NewSetWebhookSecretRequestWithBody constructs an http.Request for the SetWebhookSecret method, with any body, and a specified content type
-func NewSetWebhookSecretRequestWithBody(server string, id WorkspaceId, channel WebhookChannel, contentType string, body io.Reader) (*http.Request, error) {
+func NewSetWebhookSecretRequestWithBody(server string, id WorkspaceId, channel SecretChannel, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5849,6 +6373,53 @@ func NewHealthzRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewHubspotActionRequest calls the generic HubspotAction builder with application/json body
+func NewHubspotActionRequest(server string, workspaceId string, body HubspotActionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewHubspotActionRequestWithBody(server, workspaceId, "application/json", bodyReader)
+}
+
+// NewHubspotActionRequestWithBody constructs an http.Request for the HubspotAction method, with any body, and a specified content type
+func NewHubspotActionRequestWithBody(server string, workspaceId string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "workspaceId", workspaceId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/integrations/hubspot/%s/actions/send", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewMetricsRequest constructs an http.Request for the Metrics method
 func NewMetricsRequest(server string) (*http.Request, error) {
 	var err error
@@ -6168,7 +6739,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// Stores the workspace's signing secret for one inbound webhook channel:
 	// the Slack signing secret, the Twilio auth token, the Telegram
-	// `secret_token`, or the email relay's signing secret. It is never returned.
+	// `secret_token`, or the email relay's signing secret; or the HubSpot
+	// custom action's: `hubspot`, the HubSpot app's client secret (it signs
+	// the action's calls), and `hubspot-token`, the access token msgapi
+	// completes BLOCKed executions with. It is never returned.
 	// The email relay's secret is `whsec_` + standard base64 of 24–64 random
 	// bytes (Standard Webhooks; the HMAC key is the decoded bytes) or, from
 	// before, any other string (its UTF-8 bytes are the key); a `whsec_`
@@ -6177,13 +6751,16 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /admin/workspaces/{id}/secrets/{channel} (the `SetWebhookSecret` operationId).
-	SetWebhookSecretWithBodyWithResponse(ctx context.Context, id WorkspaceId, channel WebhookChannel, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetWebhookSecretResponse, error)
+	SetWebhookSecretWithBodyWithResponse(ctx context.Context, id WorkspaceId, channel SecretChannel, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetWebhookSecretResponse, error)
 
 	// SetWebhookSecretWithResponse Set a webhook signing secret
 	//
 	// Stores the workspace's signing secret for one inbound webhook channel:
 	// the Slack signing secret, the Twilio auth token, the Telegram
-	// `secret_token`, or the email relay's signing secret. It is never returned.
+	// `secret_token`, or the email relay's signing secret; or the HubSpot
+	// custom action's: `hubspot`, the HubSpot app's client secret (it signs
+	// the action's calls), and `hubspot-token`, the access token msgapi
+	// completes BLOCKed executions with. It is never returned.
 	// The email relay's secret is `whsec_` + standard base64 of 24–64 random
 	// bytes (Standard Webhooks; the HMAC key is the decoded bytes) or, from
 	// before, any other string (its UTF-8 bytes are the key); a `whsec_`
@@ -6192,7 +6769,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /admin/workspaces/{id}/secrets/{channel} (the `SetWebhookSecret` operationId).
-	SetWebhookSecretWithResponse(ctx context.Context, id WorkspaceId, channel WebhookChannel, body SetWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*SetWebhookSecretResponse, error)
+	SetWebhookSecretWithResponse(ctx context.Context, id WorkspaceId, channel SecretChannel, body SetWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*SetWebhookSecretResponse, error)
 
 	// GetConversationWithResponse Read a conversation and a page of its messages
 	//
@@ -6640,6 +7217,48 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
+
+	// HubspotActionWithBodyWithResponse HubSpot custom workflow action
+	//
+	// The `actionUrl` of msgapi's HubSpot custom workflow action
+	// (deploy/hubspot/action.json). HubSpot signs the call with the app's
+	// client secret, the workspace's `hubspot` secret: `X-HubSpot-Signature-v3`
+	// with `X-HubSpot-Request-Timestamp` (at most 5 minutes old) when
+	// present, else `X-HubSpot-Signature` with `X-HubSpot-Signature-Version: v2`
+	// (the version HubSpot's custom action guide names). A bad, stale or
+	// missing signature is 401 and writes nothing. The call is a send of
+	// `inputFields` with the Idempotency-Key `hubspot:` + `callbackId`, so
+	// HubSpot's retries of one execution send once and get the same
+	// outputs. A duplicate of a message still in flight answers BLOCK and is
+	// completed at HubSpot's `POST /automation/v4/actions/callbacks/{callbackId}/complete`
+	// once the original's outcome is known (with the workspace's
+	// `hubspot-token`), retried durably.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /integrations/hubspot/{workspaceId}/actions/send (the `HubspotAction` operationId).
+	HubspotActionWithBodyWithResponse(ctx context.Context, workspaceId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*HubspotActionResponse, error)
+
+	// HubspotActionWithResponse HubSpot custom workflow action
+	//
+	// The `actionUrl` of msgapi's HubSpot custom workflow action
+	// (deploy/hubspot/action.json). HubSpot signs the call with the app's
+	// client secret, the workspace's `hubspot` secret: `X-HubSpot-Signature-v3`
+	// with `X-HubSpot-Request-Timestamp` (at most 5 minutes old) when
+	// present, else `X-HubSpot-Signature` with `X-HubSpot-Signature-Version: v2`
+	// (the version HubSpot's custom action guide names). A bad, stale or
+	// missing signature is 401 and writes nothing. The call is a send of
+	// `inputFields` with the Idempotency-Key `hubspot:` + `callbackId`, so
+	// HubSpot's retries of one execution send once and get the same
+	// outputs. A duplicate of a message still in flight answers BLOCK and is
+	// completed at HubSpot's `POST /automation/v4/actions/callbacks/{callbackId}/complete`
+	// once the original's outcome is known (with the workspace's
+	// `hubspot-token`), retried durably.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /integrations/hubspot/{workspaceId}/actions/send (the `HubspotAction` operationId).
+	HubspotActionWithResponse(ctx context.Context, workspaceId string, body HubspotActionJSONRequestBody, reqEditors ...RequestEditorFn) (*HubspotActionResponse, error)
 
 	// MetricsWithResponse Prometheus metrics
 	//
@@ -10340,6 +10959,153 @@ func (r HealthzResponse) ContentType() string {
 	return ""
 }
 
+// HubspotActionResponse200Headers the declared response headers of an HTTP 200 response for HubspotAction
+type HubspotActionResponse200Headers struct {
+	XRequestId string
+}
+
+// HubspotActionResponse400Headers the declared response headers of an HTTP 400 response for HubspotAction
+type HubspotActionResponse400Headers struct {
+	XRequestId string
+}
+
+// HubspotActionResponse401Headers the declared response headers of an HTTP 401 response for HubspotAction
+type HubspotActionResponse401Headers struct {
+	XRequestId string
+}
+
+// HubspotActionResponse404Headers the declared response headers of an HTTP 404 response for HubspotAction
+type HubspotActionResponse404Headers struct {
+	XRequestId string
+}
+
+// HubspotActionResponse413Headers the declared response headers of an HTTP 413 response for HubspotAction
+type HubspotActionResponse413Headers struct {
+	XRequestId string
+}
+
+// HubspotActionResponse429Headers the declared response headers of an HTTP 429 response for HubspotAction
+type HubspotActionResponse429Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+// HubspotActionResponse500Headers the declared response headers of an HTTP 500 response for HubspotAction
+type HubspotActionResponse500Headers struct {
+	XRequestId string
+}
+
+// HubspotActionResponse503Headers the declared response headers of an HTTP 503 response for HubspotAction
+type HubspotActionResponse503Headers struct {
+	XRequestId string
+}
+
+type HubspotActionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HubSpotActionResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *BadReceiptSignature
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *HubspotActionResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *HubspotActionResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *HubspotActionResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *HubspotActionResponse404Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *HubspotActionResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *HubspotActionResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *HubspotActionResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *HubspotActionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r HubspotActionResponse) GetJSON200() *HubSpotActionResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r HubspotActionResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r HubspotActionResponse) GetApplicationproblemJSON401() *BadReceiptSignature {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r HubspotActionResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r HubspotActionResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r HubspotActionResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r HubspotActionResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r HubspotActionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r HubspotActionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r HubspotActionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r HubspotActionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r HubspotActionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // MetricsResponse200Headers the declared response headers of an HTTP 200 response for Metrics
 type MetricsResponse200Headers struct {
 	XRequestId string
@@ -10794,7 +11560,10 @@ func (c *ClientWithResponses) RevokeApiKeyWithResponse(ctx context.Context, id W
 //
 // Stores the workspace's signing secret for one inbound webhook channel:
 // the Slack signing secret, the Twilio auth token, the Telegram
-// `secret_token`, or the email relay's signing secret. It is never returned.
+// `secret_token`, or the email relay's signing secret; or the HubSpot
+// custom action's: `hubspot`, the HubSpot app's client secret (it signs
+// the action's calls), and `hubspot-token`, the access token msgapi
+// completes BLOCKed executions with. It is never returned.
 // The email relay's secret is `whsec_` + standard base64 of 24–64 random
 // bytes (Standard Webhooks; the HMAC key is the decoded bytes) or, from
 // before, any other string (its UTF-8 bytes are the key); a `whsec_`
@@ -10803,7 +11572,7 @@ func (c *ClientWithResponses) RevokeApiKeyWithResponse(ctx context.Context, id W
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /admin/workspaces/{id}/secrets/{channel} (the `SetWebhookSecret` operationId).
-func (c *ClientWithResponses) SetWebhookSecretWithBodyWithResponse(ctx context.Context, id WorkspaceId, channel WebhookChannel, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetWebhookSecretResponse, error) {
+func (c *ClientWithResponses) SetWebhookSecretWithBodyWithResponse(ctx context.Context, id WorkspaceId, channel SecretChannel, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetWebhookSecretResponse, error) {
 	rsp, err := c.SetWebhookSecretWithBody(ctx, id, channel, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -10815,7 +11584,10 @@ func (c *ClientWithResponses) SetWebhookSecretWithBodyWithResponse(ctx context.C
 //
 // Stores the workspace's signing secret for one inbound webhook channel:
 // the Slack signing secret, the Twilio auth token, the Telegram
-// `secret_token`, or the email relay's signing secret. It is never returned.
+// `secret_token`, or the email relay's signing secret; or the HubSpot
+// custom action's: `hubspot`, the HubSpot app's client secret (it signs
+// the action's calls), and `hubspot-token`, the access token msgapi
+// completes BLOCKed executions with. It is never returned.
 // The email relay's secret is `whsec_` + standard base64 of 24–64 random
 // bytes (Standard Webhooks; the HMAC key is the decoded bytes) or, from
 // before, any other string (its UTF-8 bytes are the key); a `whsec_`
@@ -10824,7 +11596,7 @@ func (c *ClientWithResponses) SetWebhookSecretWithBodyWithResponse(ctx context.C
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /admin/workspaces/{id}/secrets/{channel} (the `SetWebhookSecret` operationId).
-func (c *ClientWithResponses) SetWebhookSecretWithResponse(ctx context.Context, id WorkspaceId, channel WebhookChannel, body SetWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*SetWebhookSecretResponse, error) {
+func (c *ClientWithResponses) SetWebhookSecretWithResponse(ctx context.Context, id WorkspaceId, channel SecretChannel, body SetWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*SetWebhookSecretResponse, error) {
 	rsp, err := c.SetWebhookSecret(ctx, id, channel, body, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -11463,6 +12235,60 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 		return nil, err
 	}
 	return ParseHealthzResponse(rsp)
+}
+
+// HubspotActionWithBodyWithResponse HubSpot custom workflow action
+//
+// The `actionUrl` of msgapi's HubSpot custom workflow action
+// (deploy/hubspot/action.json). HubSpot signs the call with the app's
+// client secret, the workspace's `hubspot` secret: `X-HubSpot-Signature-v3`
+// with `X-HubSpot-Request-Timestamp` (at most 5 minutes old) when
+// present, else `X-HubSpot-Signature` with `X-HubSpot-Signature-Version: v2`
+// (the version HubSpot's custom action guide names). A bad, stale or
+// missing signature is 401 and writes nothing. The call is a send of
+// `inputFields` with the Idempotency-Key `hubspot:` + `callbackId`, so
+// HubSpot's retries of one execution send once and get the same
+// outputs. A duplicate of a message still in flight answers BLOCK and is
+// completed at HubSpot's `POST /automation/v4/actions/callbacks/{callbackId}/complete`
+// once the original's outcome is known (with the workspace's
+// `hubspot-token`), retried durably.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /integrations/hubspot/{workspaceId}/actions/send (the `HubspotAction` operationId).
+func (c *ClientWithResponses) HubspotActionWithBodyWithResponse(ctx context.Context, workspaceId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*HubspotActionResponse, error) {
+	rsp, err := c.HubspotActionWithBody(ctx, workspaceId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseHubspotActionResponse(rsp)
+}
+
+// HubspotActionWithResponse HubSpot custom workflow action
+//
+// The `actionUrl` of msgapi's HubSpot custom workflow action
+// (deploy/hubspot/action.json). HubSpot signs the call with the app's
+// client secret, the workspace's `hubspot` secret: `X-HubSpot-Signature-v3`
+// with `X-HubSpot-Request-Timestamp` (at most 5 minutes old) when
+// present, else `X-HubSpot-Signature` with `X-HubSpot-Signature-Version: v2`
+// (the version HubSpot's custom action guide names). A bad, stale or
+// missing signature is 401 and writes nothing. The call is a send of
+// `inputFields` with the Idempotency-Key `hubspot:` + `callbackId`, so
+// HubSpot's retries of one execution send once and get the same
+// outputs. A duplicate of a message still in flight answers BLOCK and is
+// completed at HubSpot's `POST /automation/v4/actions/callbacks/{callbackId}/complete`
+// once the original's outcome is known (with the workspace's
+// `hubspot-token`), retried durably.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /integrations/hubspot/{workspaceId}/actions/send (the `HubspotAction` operationId).
+func (c *ClientWithResponses) HubspotActionWithResponse(ctx context.Context, workspaceId string, body HubspotActionJSONRequestBody, reqEditors ...RequestEditorFn) (*HubspotActionResponse, error) {
+	rsp, err := c.HubspotAction(ctx, workspaceId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseHubspotActionResponse(rsp)
 }
 
 // MetricsWithResponse Prometheus metrics
@@ -15593,6 +16419,171 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseHubspotActionResponse parses an HTTP response from a HubspotActionWithResponse call
+func ParseHubspotActionResponse(rsp *http.Response) (*HubspotActionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &HubspotActionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HubSpotActionResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest BadReceiptSignature
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers HubspotActionResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers HubspotActionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers HubspotActionResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers HubspotActionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 413:
+		var headers HubspotActionResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers HubspotActionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers HubspotActionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers HubspotActionResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
