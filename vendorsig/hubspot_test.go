@@ -24,15 +24,23 @@ func TestHubSpotV2DocumentedExample(t *testing.T) {
 		t.Errorf("the documented example is refused: %s", r)
 	}
 	for name, mutate := range map[string]func() (string, string, []byte, http.Header){
-		"other body":   func() (string, string, []byte, http.Header) { return secret, "https://www.example.com/webhook_uri", []byte(`{}`), hd },
-		"other URL":    func() (string, string, []byte, http.Header) { return secret, "https://evil.example.com/webhook_uri", body, hd },
-		"other secret": func() (string, string, []byte, http.Header) { return "zzzz", "https://www.example.com/webhook_uri", body, hd },
+		"other body": func() (string, string, []byte, http.Header) {
+			return secret, "https://www.example.com/webhook_uri", []byte(`{}`), hd
+		},
+		"other URL": func() (string, string, []byte, http.Header) {
+			return secret, "https://evil.example.com/webhook_uri", body, hd
+		},
+		"other secret": func() (string, string, []byte, http.Header) {
+			return "zzzz", "https://www.example.com/webhook_uri", body, hd
+		},
 		"v1 header": func() (string, string, []byte, http.Header) {
 			h := hd.Clone()
 			h.Set(HeaderHubSpotVersion, "v1")
 			return secret, "https://www.example.com/webhook_uri", body, h
 		},
-		"no header": func() (string, string, []byte, http.Header) { return secret, "https://www.example.com/webhook_uri", body, http.Header{} },
+		"no header": func() (string, string, []byte, http.Header) {
+			return secret, "https://www.example.com/webhook_uri", body, http.Header{}
+		},
 	} {
 		s, u, b, h := mutate()
 		if r := HubSpot(s, h, "POST", u, b, time.Now()); r == "" {

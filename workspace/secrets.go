@@ -58,126 +58,64 @@ func (s *Store) Secret(ws Workspace, channel string) (string, error) {
 }
 
 // SecretReport counts the stored channel secrets by form.
-type SecretReport struct {
-	Clear int // stored in clear
-	// ByKey counts sealed secrets per key id.
-	ByKey map[string]int
-	// Unreadable lists the key ids of sealed secrets this keyring cannot
-	// open, sorted.
-	Unreadable []string
-}
-
-// Stale is how many secrets are not sealed with the current key: in clear,
-// or under a previous key. `msgapi secrets rotate` re-seals them.
-func (r SecretReport) Stale(current string) int {
-	n := r.Clear
-	for id, c := range r.ByKey {
-		if id != current {
-			n += c
-		}
-	}
-	return n
-}
+type SecretReport = secrets.Report
 
 // CheckSecrets reads every workspace's secrets (a scan: workspaces are few)
 // and reports their forms, so that start-up can refuse to run with secrets
 // it cannot open rather than fail webhook by webhook.
 func (s *Store) CheckSecrets(ctx context.Context) (SecretReport, error) {
-	r := SecretReport{ByKey: map[string]int{}}
-	unreadable := map[string]bool{}
-	err := s.eachSecret(ctx, func(wsID, channel, stored string) error {
-		id := secrets.StoredKeyID(stored)
-		if id == "" {
-			r.Clear++
-			return nil
-		}
-		r.ByKey[id]++
-		if _, _, err := s.keyring.Open(stored, secretAAD(wsID, channel)); err != nil && !unreadable[id] {
-			unreadable[id] = true
-			r.Unreadable = append(r.Unreadable, id)
-		}
-		return nil
-	})
-	sort.Strings(r.Unreadable)
-	return r, err
+	return s.keyring.Check(s.eachSecret(ctx))
 }
 
 // RotateReport is what RotateSecrets did.
-type RotateReport struct {
-	Resealed int // re-encrypted with the current key (from clear or an older key)
-	Current  int // already sealed with the current key
-	// Changed secrets were replaced (through the admin API) while the
-	// rotation ran, so they were left alone; run it again.
-	Changed int
-}
+type RotateReport = secrets.RotateReport
 
 // RotateSecrets re-seals every channel secret that is in clear or sealed
-// with a previous key, with the current key. Each write is conditional on
-// the value it read, so a secret changed meanwhile is left as changed (on
-// the embedded engine a conditional update is not atomic: do not change
-// secrets through the admin API while it runs). Run it until Resealed and
-// Changed are 0; then the previous keys can be dropped.
+// with a previous key, with the current key (secrets.Keyring.Rotate: each
+// write is conditional on the value it read).
 func (s *Store) RotateSecrets(ctx context.Context) (RotateReport, error) {
-	var r RotateReport
-	if !s.keyring.Enabled() {
-		return r, errors.New("no key to encrypt with: set MSGAPI_SECRET_KEY (and the old key in MSGAPI_SECRET_KEY_PREVIOUS)")
-	}
-	err := s.eachSecret(ctx, func(wsID, channel, stored string) error {
-		if secrets.StoredKeyID(stored) == s.keyring.CurrentID() {
-			r.Current++
-			return nil
-		}
-		plain, _, err := s.keyring.Open(stored, secretAAD(wsID, channel))
+	return s.keyring.Rotate(s.eachSecret(ctx), func(st secrets.Stored, sealed string) (bool, error) {
+		res, err := s.workspaces.UpdateOne(ctx, bson.D{{Key: "_id", Value: st.DocID}, {Key: st.Field, Value: st.Value}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: st.Field, Value: sealed}}}})
 		if err != nil {
-			return fmt.Errorf("the %s secret of workspace %s: %w", channel, wsID, err)
+			return false, msgapi.Unavailable(fmt.Errorf("re-seal %s: %w", st.Name, err))
 		}
-		sealed, err := s.seal(wsID, channel, plain)
-		if err != nil {
-			return err
-		}
-		field := "secrets." + channel
-		res, err := s.workspaces.UpdateOne(ctx, bson.D{{Key: "_id", Value: wsID}, {Key: field, Value: stored}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: field, Value: sealed}}}})
-		switch {
-		case err != nil:
-			return msgapi.Unavailable(fmt.Errorf("re-seal the %s secret of %s: %w", channel, wsID, err))
-		case res.MatchedCount == 0:
-			r.Changed++
-		default:
-			r.Resealed++
-		}
-		return nil
+		return res.MatchedCount > 0, nil
 	})
-	return r, err
 }
 
-func (s *Store) eachSecret(ctx context.Context, f func(wsID, channel, stored string) error) error {
-	cur, err := s.workspaces.Find(ctx, bson.D{}, options.Find().SetProjection(bson.D{{Key: "secrets", Value: 1}}))
-	if err != nil {
-		return msgapi.Unavailable(fmt.Errorf("read workspaces: %w", err))
-	}
-	defer cur.Close(ctx)
-	for cur.Next(ctx) {
-		var ws Workspace
-		if err := cur.Decode(&ws); err != nil {
-			return fmt.Errorf("decode workspace: %w", err)
+// eachSecret yields every channel secret of every workspace.
+func (s *Store) eachSecret(ctx context.Context) secrets.Each {
+	return func(f func(secrets.Stored) error) error {
+		cur, err := s.workspaces.Find(ctx, bson.D{}, options.Find().SetProjection(bson.D{{Key: "secrets", Value: 1}}))
+		if err != nil {
+			return msgapi.Unavailable(fmt.Errorf("read workspaces: %w", err))
 		}
-		chans := make([]string, 0, len(ws.Secrets))
-		for ch := range ws.Secrets {
-			chans = append(chans, ch)
-		}
-		sort.Strings(chans)
-		for _, ch := range chans {
-			if ws.Secrets[ch] == "" {
-				continue
+		defer cur.Close(ctx)
+		for cur.Next(ctx) {
+			var ws Workspace
+			if err := cur.Decode(&ws); err != nil {
+				return fmt.Errorf("decode workspace: %w", err)
 			}
-			if err := f(ws.ID, ch, ws.Secrets[ch]); err != nil {
-				return err
+			chans := make([]string, 0, len(ws.Secrets))
+			for ch := range ws.Secrets {
+				chans = append(chans, ch)
+			}
+			sort.Strings(chans)
+			for _, ch := range chans {
+				if ws.Secrets[ch] == "" {
+					continue
+				}
+				st := secrets.Stored{Value: ws.Secrets[ch], AAD: secretAAD(ws.ID, ch), Name: "the " + ch + " secret of workspace " + ws.ID,
+					DocID: ws.ID, Field: "secrets." + ch}
+				if err := f(st); err != nil {
+					return err
+				}
 			}
 		}
+		if err := cur.Err(); err != nil {
+			return msgapi.Unavailable(fmt.Errorf("read workspaces: %w", err))
+		}
+		return nil
 	}
-	if err := cur.Err(); err != nil {
-		return msgapi.Unavailable(fmt.Errorf("read workspaces: %w", err))
-	}
-	return nil
 }
