@@ -40,6 +40,9 @@ const (
 	HubSpotSignatureInvalid = "hubspot.signature_invalid"
 	HubSpotCallbackDone     = "hubspot.callback_completed"
 	HubSpotCallbackFailed   = "hubspot.callback_failed"
+	// The callbacks' loop could not read the waiting executions (the store
+	// is down); it reads again at the next poll.
+	HubSpotStoreError = "hubspot.store_error"
 
 	HTTPRequest = "http.request"
 	// Panic: a handler panicked; the caller got a 500 and the process

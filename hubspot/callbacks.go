@@ -150,7 +150,7 @@ func (c *Callbacks) pass(ctx context.Context) {
 		err = cur.All(ctx, &due)
 	}
 	if err != nil && ctx.Err() == nil {
-		c.opts.Log.Warn().Err(err).Str("event", events.HubSpotCallbackFailed).Msg("hubspot: read waiting executions")
+		c.opts.Log.Warn().Err(err).Str("event", events.HubSpotStoreError).Msg("hubspot: could not read the waiting executions; reading again at the next poll")
 	}
 	for _, cb := range due {
 		if ctx.Err() != nil {
