@@ -22,6 +22,7 @@ const (
 	CodeLeadNotFound        Code = "lead_not_found"         // 404
 	CodeMethodNotAllowed    Code = "method_not_allowed"     // 405
 	CodeIdempotencyInFlight Code = "idempotency_key_in_use" // 409
+	CodeNotCancelable       Code = "message_not_cancelable" // 409
 	CodeTooLarge            Code = "request_too_large"      // 413
 	CodeUnsupportedMedia    Code = "unsupported_media_type" // 415
 	CodeIdempotencyMismatch Code = "idempotency_key_reused" // 422
@@ -44,7 +45,10 @@ type Error struct {
 	Message    string
 	Fields     []FieldError  // validation failures, all at once
 	RetryAfter time.Duration // 409 and 429: when to try again
-	Err        error         // underlying cause, for the log only
+	// Doc, optional, is the document the error is about, answered as the
+	// problem's "message" member (the message a cancel could not cancel).
+	Doc any
+	Err error // underlying cause, for the log only
 }
 
 func (e *Error) Error() string {

@@ -23,6 +23,7 @@ var problemTypes = map[msgapi.Code]struct {
 	msgapi.CodeLeadNotFound:        {http.StatusNotFound, "Lead not found"},
 	msgapi.CodeMethodNotAllowed:    {http.StatusMethodNotAllowed, "Method not allowed"},
 	msgapi.CodeIdempotencyInFlight: {http.StatusConflict, "Idempotency key in use"},
+	msgapi.CodeNotCancelable:       {http.StatusConflict, "Message not cancelable"},
 	msgapi.CodeTooLarge:            {http.StatusRequestEntityTooLarge, "Request too large"},
 	msgapi.CodeUnsupportedMedia:    {http.StatusUnsupportedMediaType, "Unsupported media type"},
 	msgapi.CodeIdempotencyMismatch: {http.StatusUnprocessableEntity, "Idempotency key reused"},
@@ -42,6 +43,8 @@ type Problem struct {
 	Code      msgapi.Code         `json:"code"`
 	Errors    []msgapi.FieldError `json:"errors,omitempty"`
 	RequestID string              `json:"requestId,omitempty"`
+	// Message is the message a refused cancel is about.
+	Message any `json:"message,omitempty"`
 }
 
 // problemFor translates any error into a problem document. Errors that are
@@ -74,6 +77,7 @@ func problemFor(err error, requestID, path string) (Problem, *msgapi.Error) {
 		Code:      e.Code,
 		Errors:    e.Fields,
 		RequestID: requestID,
+		Message:   e.Doc,
 	}, e
 }
 

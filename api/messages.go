@@ -6,6 +6,9 @@ import (
 	"strconv"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/messages"
 )
 
 // sendMessage is POST /api/messages: decode, call the send path (package
@@ -43,4 +46,45 @@ func (s *Server) deleteDedupLock(c echo.Context) error {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, echo.MIMEApplicationJSON, map[string]any{"success": true, "deleted": true, "lockId": id})
+}
+
+// cancelMessage is POST /api/messages/{id}/cancel: a scheduled message of
+// the workspace becomes canceled, unless its time came first (409 with the
+// message). Canceling a canceled message answers it again.
+func (s *Server) cancelMessage(c echo.Context) error {
+	m, err := s.opts.Send.Cancel(c.Request().Context(), currentWorkspace(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, echo.MIMEApplicationJSON, map[string]any{"success": true, "status": m.Status, "message": m})
+}
+
+// cancelByKey is POST /api/messages/cancel {"cancellationKey": "…"}: every
+// scheduled message given that key is canceled; the answer lists the
+// canceled ones and those whose time came first.
+func (s *Server) cancelByKey(c echo.Context) error {
+	if err := requireJSON(c); err != nil {
+		return err
+	}
+	var in struct {
+		CancellationKey string `json:"cancellationKey"`
+	}
+	if err := decodeStrict(Body(c), &in); err != nil {
+		return err
+	}
+	if in.CancellationKey == "" || len(in.CancellationKey) > 255 {
+		return &msgapi.Error{Code: msgapi.CodeInvalid, Message: "the request has invalid fields; see errors",
+			Fields: []msgapi.FieldError{{Field: "cancellationKey", Message: "is required: at most 255 bytes"}}}
+	}
+	canceled, notCanceled, err := s.opts.Send.CancelByKey(c.Request().Context(), currentWorkspace(c), in.CancellationKey)
+	if err != nil {
+		return err
+	}
+	if canceled == nil {
+		canceled = []messages.Message{}
+	}
+	if notCanceled == nil {
+		notCanceled = []messages.Message{}
+	}
+	return writeJSON(c, http.StatusOK, echo.MIMEApplicationJSON, map[string]any{"success": true, "canceled": canceled, "notCanceled": notCanceled})
 }

@@ -25,6 +25,8 @@ func (s *Server) routes(e *echo.Echo) {
 	// The answer profile before the key layer: it decides the key's 409 too.
 	api.POST("/messages", s.keyed(s.sendMessage), s.rateLimit, s.answerProfile, readBody)
 	api.GET("/messages/:id", s.getMessage)
+	api.POST("/messages/:id/cancel", s.cancelMessage)
+	api.POST("/messages/cancel", s.cancelByKey, readBody)
 	api.GET("/messages", s.listMessages)
 	api.GET("/leads", s.findLeads)
 	api.GET("/leads/:id", s.getLead)

@@ -98,6 +98,10 @@ type SendPath interface {
 	DeleteLock(ctx context.Context, workspaceID, lockID string) error
 	// DefaultRegion is the region of phone numbers without a country code.
 	DefaultRegion() string
+	// Cancel cancels a scheduled message of the workspace; CancelByKey
+	// every scheduled message given one cancellation key.
+	Cancel(ctx context.Context, ws workspace.Workspace, id string) (messages.Message, error)
+	CancelByKey(ctx context.Context, ws workspace.Workspace, key string) (canceled, notCanceled []messages.Message, err error)
 }
 
 // Server holds the handlers' dependencies.

@@ -23,6 +23,7 @@ import (
 	"github.com/msgapi/msgapi/notify"
 	"github.com/msgapi/msgapi/ratelimit"
 	"github.com/msgapi/msgapi/receipts"
+	"github.com/msgapi/msgapi/schedule"
 	"github.com/msgapi/msgapi/send"
 	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/workspace"
@@ -31,7 +32,7 @@ import (
 // Collections is every collection msgapi uses, created at start-up.
 func Collections() []store.Collection {
 	var c []store.Collection
-	for _, cs := range [][]store.Collection{workspace.Collections, messages.Collections, consent.Collections, guard.Collections, idempotency.Collections, inbound.Collections, notify.Collections, receipts.Collections, hubspot.Collections} {
+	for _, cs := range [][]store.Collection{workspace.Collections, messages.Collections, consent.Collections, guard.Collections, idempotency.Collections, inbound.Collections, notify.Collections, receipts.Collections, hubspot.Collections, schedule.Collections} {
 		c = append(c, cs...)
 	}
 	return c
@@ -103,6 +104,9 @@ type App struct {
 	Send    *send.Service
 	Guard   *guard.Guard
 	Sweeper *send.Sweeper // nil without Options.OutcomeAfter
+	// Scheduler sends scheduled messages at their time (nil without
+	// Options.OutcomeAfter); New does not run it.
+	Scheduler *send.Scheduler
 	HubSpot *hubspot.Callbacks
 }
 
@@ -128,12 +132,12 @@ func New(o Options) (*App, error) {
 	a.Guard = guard.New(g)
 
 	so := send.Options{Messages: ms, Guard: a.Guard, Senders: o.Senders, DefaultRegion: o.DefaultRegion, Lifetime: o.Lifetime,
-		SendTimeout: o.SendTimeout, TestSender: o.TestSender}
+		SendTimeout: o.SendTimeout, TestSender: o.TestSender, Schedule: schedule.New(st), Workspaces: o.Workspaces.Find}
 	if met != nil {
 		so.Metrics = met
 	}
 	if o.Outbox != nil {
-		so.OnDuplicate, so.OnSuppressed = o.Outbox.RecordDuplicate, o.Outbox.RecordMessage
+		so.OnDuplicate, so.OnSuppressed, so.OnScheduled = o.Outbox.RecordDuplicate, o.Outbox.RecordMessage, o.Outbox.RecordMessage
 	}
 	if o.Consent != nil {
 		so.Suppressed = o.Consent.Suppressed
@@ -148,6 +152,11 @@ func New(o Options) (*App, error) {
 			sw.Lost = met.OutcomeLost
 		}
 		a.Sweeper = send.NewSweeper(sw)
+		so := send.SchedulerOptions{After: o.OutcomeAfter, Log: o.Log}
+		if met != nil {
+			so.Lost = met.OutcomeLost
+		}
+		a.Scheduler = a.Send.Scheduler(so)
 	}
 
 	io := o.Idempotency

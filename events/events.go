@@ -37,6 +37,14 @@ const (
 	// signature failed (nothing was written); a BLOCKed execution completed
 	// at HubSpot's callback API; a completion HubSpot refused or that ran
 	// out of time (the execution then expires at HubSpot).
+	// Scheduled sends: accepted for later; canceled before their time; the
+	// scheduler could not read or write the schedule (it retries at the
+	// next tick); a slot whose message was missing at its time was fenced.
+	Scheduled          = "message.api.scheduled"
+	Canceled           = "message.api.canceled"
+	ScheduleStoreError = "schedule.store_error"
+	ScheduleFenced     = "schedule.fenced"
+
 	HubSpotSignatureInvalid = "hubspot.signature_invalid"
 	HubSpotCallbackDone     = "hubspot.callback_completed"
 	HubSpotCallbackFailed   = "hubspot.callback_failed"

@@ -172,7 +172,7 @@ func (c *Callbacks) handle(ctx context.Context, cb callback) {
 	if err != nil {
 		return // the next pass tries again
 	}
-	if !found || m.WorkspaceID != cb.WorkspaceID || !messages.Final(m.Status) {
+	if !found || m.WorkspaceID != cb.WorkspaceID || !messages.Final(m.Status) || messages.Due(m.Status) {
 		c.later(ctx, cb, cb.Attempt, c.opts.Poll)
 		return
 	}

@@ -41,7 +41,7 @@ var (
 	directions = []string{"outbound", "inbound"}
 	channels   = []string{ChannelSMS, ChannelIMessage, ChannelEmail, "whatsapp", "slack", "telegram"}
 	// listable are the states a listed message can be in (never a tombstone).
-	listable = []string{StatusSending, StatusSent, StatusFailed, StatusUnknown, StatusDelivered, StatusUndelivered, StatusRead, StatusReceived, StatusSuppressed}
+	listable = []string{StatusScheduled, StatusCanceled, StatusSending, StatusSent, StatusFailed, StatusUnknown, StatusDelivered, StatusUndelivered, StatusRead, StatusReceived, StatusSuppressed}
 )
 
 // ListFilter selects messages. Zero fields do not filter.

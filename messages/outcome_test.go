@@ -67,7 +67,17 @@ func TestFrom(t *testing.T) {
 			}
 		}
 	}
-	if got := From(StatusSent); len(got) != 2 {
-		t.Errorf("From(sent) = %v, want sending and unknown", got)
+	// A scheduled message moves to sent when its status write before the
+	// provider call did not land.
+	if got := From(StatusSent); fmt.Sprint(got) != fmt.Sprint([]string{StatusScheduled, StatusSending, StatusUnknown}) {
+		t.Errorf("From(sent) = %v, want scheduled, sending and unknown", got)
+	}
+	if got := From(StatusCanceled); fmt.Sprint(got) != fmt.Sprint([]string{StatusScheduled}) {
+		t.Errorf("From(canceled) = %v, want only scheduled", got)
+	}
+	for _, from := range []string{StatusSending, StatusSent, StatusCanceled, StatusSuppressed} {
+		if CanMove(from, StatusScheduled) || CanMove(from, StatusCanceled) {
+			t.Errorf("%s may move back to scheduled or on to canceled", from)
+		}
 	}
 }

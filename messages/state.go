@@ -4,6 +4,9 @@ package messages
 // outcome sweeper and delivery receipts all ask Move before they write a
 // status, so no package compares status strings of its own.
 //
+//	scheduled ──► sending | sent | failed | unknown  (its time came: the scheduler sent it)
+//	    ├──► canceled                       (a caller canceled it first; final)
+//	    └──► suppressed | failed             (opted out, or the workspace was disabled, before its time)
 //	sending ──► sent ──► delivered ──► read
 //	   │         │   └──► undelivered
 //	   │         └──────► failed            (a carrier refusal after acceptance)
@@ -17,6 +20,12 @@ package messages
 // Moves only go up in rank, so a late or repeated receipt never moves a
 // message backwards.
 const (
+	// StatusScheduled: accepted with a sendAt in the future; the
+	// scheduler sends it then, unless it is canceled first.
+	StatusScheduled = "scheduled"
+	// StatusCanceled: a scheduled message canceled before its time; it
+	// reached no one. Final.
+	StatusCanceled    = "canceled"
 	StatusSending     = "sending"     // written, handed to the provider, no answer yet
 	StatusSent        = "sent"        // the provider accepted it
 	StatusFailed      = "failed"      // the provider or carrier definitively refused it
@@ -39,6 +48,7 @@ const (
 // rank orders outbound states; a move must go up. sent and unknown share a
 // rank only in the sense that unknown may become sent, never the reverse.
 var rank = map[string]int{
+	StatusScheduled:   0,
 	StatusSending:     1,
 	StatusUnknown:     2,
 	StatusSent:        3,
@@ -56,7 +66,14 @@ func CanMove(from, to string) bool {
 		return false
 	}
 	switch from {
-	case StatusTombstone, StatusReceived, StatusRead, StatusSuppressed:
+	case StatusScheduled:
+		// The scheduler's outcomes, a cancel, or a refusal at its time.
+		switch to {
+		case StatusSending, StatusSent, StatusFailed, StatusUnknown, StatusCanceled, StatusSuppressed:
+			return true
+		}
+		return false
+	case StatusTombstone, StatusReceived, StatusRead, StatusSuppressed, StatusCanceled:
 		return false
 	case StatusFailed, StatusUndelivered:
 		return false // final: nothing reached the person
@@ -68,9 +85,15 @@ func CanMove(from, to string) bool {
 	return okf && okt && rt > rf
 }
 
-// Final reports whether a message in this state will not change through
-// the send path any more (receipts may still move sent and delivered on).
+// Final reports whether the request that wrote a message in this state is
+// answered for good: the send path will not change it any more (receipts
+// may still move sent and delivered on, and the scheduler moves a
+// scheduled message on at its time; see Due).
 func Final(status string) bool { return status != StatusSending }
+
+// Due reports whether a message in this state still waits for its time or
+// its provider: scheduled or sending.
+func Due(status string) bool { return status == StatusScheduled || status == StatusSending }
 
 // Reached reports whether a message in this state may have reached its
 // recipient. Only a definitive refusal (failed, undelivered) and a tombstone
@@ -78,14 +101,14 @@ func Final(status string) bool { return status != StatusSending }
 // resend of them.
 func Reached(status string) bool {
 	switch status {
-	case StatusFailed, StatusTombstone, StatusUndelivered, StatusSuppressed:
+	case StatusFailed, StatusTombstone, StatusUndelivered, StatusSuppressed, StatusCanceled:
 		return false
 	}
 	return true
 }
 
 // outbound lists the states an outbound message can be in, for From.
-var outbound = []string{StatusSending, StatusUnknown, StatusSent, StatusFailed, StatusDelivered, StatusUndelivered, StatusRead}
+var outbound = []string{StatusScheduled, StatusSending, StatusUnknown, StatusSent, StatusFailed, StatusDelivered, StatusUndelivered, StatusRead}
 
 // From lists the states a message may move to state to from (CanMove), for
 // a write that must not move a message backwards: the filter of the status

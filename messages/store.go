@@ -107,6 +107,11 @@ type Message struct {
 	// Test: sent through a test key (mk_test_), on the log provider; it
 	// reached no one.
 	Test bool `bson:"test,omitempty"`
+	// SendAt, on a scheduled message: when it is due.
+	SendAt *time.Time `bson:"sendAt,omitempty"`
+	// CancellationKey, optional on a scheduled message: the caller's key
+	// that cancels every scheduled message carrying it.
+	CancellationKey string `bson:"cancellationKey,omitempty"`
 	// DuplicateOf, on a tombstone only: the keyed request that was fenced
 	// here was answered with this earlier message as a duplicate.
 	DuplicateOf string `bson:"duplicateOf,omitempty"`
@@ -143,6 +148,8 @@ func (m Message) MarshalJSON() ([]byte, error) {
 		ErrorCode         *string        `json:"errorCode"`
 		StatusAt          *time.Time     `json:"statusAt"`
 		DedupLockID       *string        `json:"dedupLockId"`
+		SendAt            *time.Time     `json:"sendAt"`
+		CancellationKey   *string        `json:"cancellationKey"`
 		Test              bool           `json:"test"`
 		CreatedAt         time.Time      `json:"createdAt"`
 		UpdatedAt         time.Time      `json:"updatedAt"`
@@ -150,7 +157,7 @@ func (m Message) MarshalJSON() ([]byte, error) {
 		m.ID, m.WorkspaceID, m.LeadID, m.ConversationID, m.Channel, m.Direction,
 		null(m.RecipientPhone), null(m.RecipientEmail), m.Body, null(m.Subject), atts, m.Metadata,
 		m.Status, null(m.Provider), null(m.ProviderMessageID), null(m.Error), null(m.ErrorCode), m.StatusAt, null(m.DedupLockID),
-		m.Test, m.CreatedAt, m.UpdatedAt,
+		m.SendAt, null(m.CancellationKey), m.Test, m.CreatedAt, m.UpdatedAt,
 	})
 }
 

@@ -15,6 +15,8 @@ var messageTypes = map[string]string{
 	messages.StatusUndelivered: TypeMessageUndelivered,
 	messages.StatusReceived:    TypeMessageReceived,
 	messages.StatusSuppressed:  TypeMessageSuppressed,
+	messages.StatusScheduled:   TypeMessageScheduled,
+	messages.StatusCanceled:    TypeMessageCanceled,
 }
 
 // MessageFact is the fact "message m reached its status", or ok=false when

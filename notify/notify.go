@@ -63,13 +63,17 @@ const (
 	// An address was put on / taken off the workspace's suppression list.
 	TypeSuppressionCreated = "suppression.created"
 	TypeSuppressionDeleted = "suppression.deleted"
+	// A message was accepted with a sendAt (scheduled), or canceled before
+	// its time.
+	TypeMessageScheduled = "message.scheduled"
+	TypeMessageCanceled  = "message.canceled"
 )
 
 // Types lists every event type, in the order the documentation shows them.
 var Types = []string{
 	TypeMessageSent, TypeMessageFailed, TypeMessageUnknown, TypeMessageDelivered,
 	TypeMessageUndelivered, TypeMessageReceived, TypeMessageDuplicateBlocked, TypeEndpointDisabled,
-	TypeMessageSuppressed, TypeSuppressionCreated, TypeSuppressionDeleted,
+	TypeMessageSuppressed, TypeSuppressionCreated, TypeSuppressionDeleted, TypeMessageScheduled, TypeMessageCanceled,
 }
 
 func knownType(t string) bool {

@@ -48,7 +48,7 @@ func TestLoad(t *testing.T) {
 // handlers are the truth; this list is checked against the document so an
 // operation cannot be dropped from it silently.
 var wantOperations = []string{
-	"POST /api/messages", "GET /api/messages/{id}", "DELETE /api/dedup-locks/{lockId}",
+	"POST /api/messages", "GET /api/messages/{id}", "POST /api/messages/{id}/cancel", "POST /api/messages/cancel", "DELETE /api/dedup-locks/{lockId}",
 	"GET /api/messages", "GET /api/leads", "GET /api/leads/{id}", "GET /api/conversations/{id}",
 	"POST /admin/workspaces", "POST /admin/workspaces/{id}/keys", "PUT /admin/workspaces/{id}/secrets/{channel}",
 	"GET /admin/workspaces/{id}", "PATCH /admin/workspaces/{id}", "POST /admin/workspaces/{id}/disable",

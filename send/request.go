@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -35,6 +36,11 @@ type Request struct {
 	Attachments    []messages.Attachment
 	CRM            messages.CRMRefs
 	Metadata       map[string]any // numbers are json.Number
+	// SendAt, when set, asks for the message to go out then (a scheduled
+	// send; CheckSendAt bounds it).
+	SendAt time.Time
+	// CancellationKey names the scheduled message for a cancel by key.
+	CancellationKey string
 }
 
 // Limits of a send request. The 1 MiB bound is also enforced, with a 413, by
@@ -53,6 +59,7 @@ const (
 	reqMaxLeadID        = 128
 	reqMaxMetadata      = 16 << 10 // bytes of compact JSON
 	reqMaxMetadataDepth = 32
+	reqMaxCancelKey     = 255
 )
 
 // ParseRequest decodes and validates a POST /api/messages body. It
@@ -200,6 +207,22 @@ func ParseRequest(body []byte, defaultRegion string) (Request, error) {
 
 	r.Metadata = v.metadata()
 
+	if s, _ := v.str("sendAt", ""); s != "" {
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			v.add("sendAt", "must be an RFC 3339 date-time with a time zone, such as 2026-12-24T09:00:00-05:00")
+		} else {
+			r.SendAt = t.UTC()
+		}
+	}
+	if s, _ := v.str("cancellationKey", ""); s != "" {
+		if len(s) > reqMaxCancelKey || !reqPrintable(s) {
+			v.add("cancellationKey", fmt.Sprintf("must be at most %d bytes of printable characters", reqMaxCancelKey))
+		} else {
+			r.CancellationKey = s
+		}
+	}
+
 	if len(v.errs) > 0 {
 		slices.SortStableFunc(v.errs, func(a, b msgapi.FieldError) int {
 			return cmp.Compare(reqFieldRank(a.Field), reqFieldRank(b.Field))
@@ -211,6 +234,35 @@ func ParseRequest(body []byte, defaultRegion string) (Request, error) {
 		}
 	}
 	return r, nil
+}
+
+// Scheduling bounds (README: Scheduled sends). A sendAt less than
+// scheduleMinLead ahead is sent at once, and so is one that passed less
+// than scheduleLate ago: a CRM's retry of a scheduled request that comes
+// after its time must not fail the workflow. Earlier than that, or further
+// ahead than schedule.MaxAhead, is refused.
+const (
+	scheduleMinLead = time.Second
+	scheduleLate    = 10 * time.Minute
+)
+
+// Scheduled reports whether the request is a scheduled send at now, or
+// returns the *msgapi.Error (CodeInvalid) for a sendAt out of bounds.
+func (r Request) Scheduled(now time.Time, maxAhead time.Duration) (bool, error) {
+	if r.SendAt.IsZero() {
+		return false, nil
+	}
+	var msg string
+	switch {
+	case r.SendAt.Before(now.Add(-scheduleLate)):
+		msg = fmt.Sprintf("is more than %s in the past", scheduleLate)
+	case r.SendAt.After(now.Add(maxAhead)):
+		msg = fmt.Sprintf("must be at most %d days ahead", int(maxAhead/(24*time.Hour)))
+	default:
+		return r.SendAt.After(now.Add(scheduleMinLead)), nil
+	}
+	return false, &msgapi.Error{Code: msgapi.CodeInvalid, Message: "the request has invalid fields; see errors",
+		Fields: []msgapi.FieldError{{Field: "sendAt", Message: msg}}}
 }
 
 // FillFromLead fills missing recipients from a lead's phone and email (used
@@ -306,7 +358,7 @@ func reqFieldRank(path string) int {
 	}
 	return slices.Index([]string{
 		"channel", "recipientPhone", "recipientEmail", "leadId", "body", "subject", "attachments",
-		"ghlContactId", "ghlLocationId", "hsContactId", "hsPortalId", "metadata",
+		"ghlContactId", "ghlLocationId", "hsContactId", "hsPortalId", "metadata", "sendAt", "cancellationKey",
 	}, path)
 }
 

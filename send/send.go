@@ -28,6 +28,7 @@ import (
 	"github.com/msgapi/msgapi/events"
 	"github.com/msgapi/msgapi/guard"
 	"github.com/msgapi/msgapi/messages"
+	"github.com/msgapi/msgapi/schedule"
 	"github.com/msgapi/msgapi/sender"
 	"github.com/msgapi/msgapi/workspace"
 )
@@ -78,6 +79,18 @@ type Options struct {
 	// suppressed message (notify.Outbox.RecordMessage) before the message
 	// is written, as every outcome's event is.
 	OnSuppressed func(ctx context.Context, m messages.Message) error
+	// Schedule, optional, keeps scheduled sends (sendAt) and their
+	// cancellations; without it a request with sendAt is refused.
+	Schedule *schedule.Store
+	// OnScheduled, optional, records the message.scheduled event of an
+	// accepted scheduled message before it is written, and OnCanceled the
+	// message.canceled event (notify.Outbox.RecordMessage).
+	OnScheduled func(ctx context.Context, m messages.Message) error
+	// Workspaces, required with Schedule, reads a workspace by id: the
+	// scheduler checks it is still enabled when a message is due.
+	Workspaces func(ctx context.Context, id string) (workspace.Workspace, error)
+	// Now is the clock of sendAt (default time.Now).
+	Now func() time.Time
 }
 
 // SuppressedMetrics is what the send path reports about suppressed sends,
@@ -88,7 +101,8 @@ type SuppressedMetrics interface{ Suppressed(channel string) }
 type Service struct {
 	o Options
 
-	inflight sync.Map // message id → workspace id, from the message insert to its recorded outcome
+	inflight sync.Map  // message id → workspace id, from the message insert to its recorded outcome
+	local    *localSet // scheduled messages this process accepted (scheduler.go)
 }
 
 // New returns a Service. Messages, Guard and at least one sender are
@@ -110,7 +124,13 @@ func New(o Options) (*Service, error) {
 	if o.Lifetime == nil {
 		o.Lifetime = context.Background()
 	}
-	return &Service{o: o}, nil
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Schedule != nil && o.Workspaces == nil {
+		return nil, errors.New("send.New: Workspaces is required with Schedule")
+	}
+	return &Service{o: o, local: newLocalSet()}, nil
 }
 
 // DefaultRegion is the region of phone numbers without a country code,
@@ -137,6 +157,13 @@ func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte,
 	req, err := ParseRequest(body, ws.DefaultRegion(o.DefaultRegion))
 	if err != nil {
 		return Answer{}, err
+	}
+	scheduled, err := req.Scheduled(o.Now(), schedule.MaxAhead)
+	if err != nil {
+		return Answer{}, err
+	}
+	if scheduled && o.Schedule == nil {
+		return Answer{}, msgapi.Errorf(msgapi.CodeInvalid, "scheduled sends (sendAt) are not enabled on this server")
 	}
 	var lead *messages.Lead
 	if req.LeadID != "" {
@@ -279,8 +306,20 @@ func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte,
 		Body: req.Body, Subject: req.Subject, Attachments: req.Attachments, Metadata: req.Metadata,
 		Status: messages.StatusSending, Provider: snd.Name(), CRM: lead.CRM, LeadCreated: created, Test: ws.TestKey,
 	}
+	if scheduled {
+		at := req.SendAt
+		m.Status, m.SendAt, m.CancellationKey = messages.StatusScheduled, &at, req.CancellationKey
+	}
 	if d.Outcome == guard.Won {
 		m.DedupLockID = d.LockID
+	}
+	if scheduled {
+		// Recorded before the message (the commit point), so that a
+		// message that exists is always due somewhere: a walker that finds
+		// a slot whose message is missing fences the id (scheduler.go).
+		if err := s.schedule(ctx, m, req); err != nil {
+			return Answer{}, err
+		}
 	}
 	if err := o.Messages.Insert(ctx, m); errors.Is(err, messages.ErrFenced) {
 		// Declared gone while it stalled (lease, operator delete, a
@@ -309,6 +348,16 @@ func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte,
 	if err := o.Messages.Index(ctx, m, created); err != nil {
 		log.Error().Err(err).Str("event", events.IndexFailed).Str("messageId", m.ID).Msg("message not added to the listing index")
 	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	if scheduled {
+		s.local.add(m.ID, *m.SendAt)
+		log.Info().Str("event", events.Scheduled).Str("workspaceId", ws.ID).Str("messageId", m.ID).
+			Time("sendAt", *m.SendAt).Msg("message scheduled")
+		return Answer{Status: status, Body: sentOf(*m, lead.ID, lead.CRM), SendStage: true}, nil
+	}
 
 	// Send. A client that hangs up must not cut a provider call in half:
 	// the send runs to its own timeout whatever the request does.
@@ -316,11 +365,6 @@ func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte,
 	res := snd.Send(sendCtx, toSenderMessage(m))
 	m.Status, m.ProviderMessageID, m.Error, m.ErrorCode = string(res.Status), res.ProviderMessageID, res.Error, res.Code
 	s.recordOutcome(ctx, m)
-
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
 	return Answer{Status: status, Body: sentOf(*m, lead.ID, lead.CRM), SendStage: true, Refused: refused(m.Status)}, nil
 }
 

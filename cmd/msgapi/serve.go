@@ -330,6 +330,8 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 	}
 	// Lost outcomes become unknown: at start-up, then every interval.
 	go a.Sweeper.Run(bg, c.sweepInterval)
+	// Scheduled messages go out at their time.
+	go a.Scheduler.Run(bg)
 	// BLOCKed HubSpot executions are completed once their outcome is known.
 	go a.HubSpot.Run(bg)
 

@@ -20,6 +20,36 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for CancelResponseStatus.
+const (
+	CancelResponseStatusCanceled CancelResponseStatus = "canceled"
+)
+
+// Valid indicates whether the value is a known member of the CancelResponseStatus enum.
+func (e CancelResponseStatus) Valid() bool {
+	switch e {
+	case CancelResponseStatusCanceled:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelResponseSuccess.
+const (
+	CancelResponseSuccessTrue CancelResponseSuccess = true
+)
+
+// Valid indicates whether the value is a known member of the CancelResponseSuccess enum.
+func (e CancelResponseSuccess) Valid() bool {
+	switch e {
+	case CancelResponseSuccessTrue:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ConversationResponseSuccess.
 const (
 	ConversationResponseSuccessTrue ConversationResponseSuccess = true
@@ -163,10 +193,12 @@ func (e EventAttemptStatus) Valid() bool {
 
 // Defines values for EventType.
 const (
+	EventTypeMessageCanceled         EventType = "message.canceled"
 	EventTypeMessageDelivered        EventType = "message.delivered"
 	EventTypeMessageDuplicateBlocked EventType = "message.duplicate_blocked"
 	EventTypeMessageFailed           EventType = "message.failed"
 	EventTypeMessageReceived         EventType = "message.received"
+	EventTypeMessageScheduled        EventType = "message.scheduled"
 	EventTypeMessageSent             EventType = "message.sent"
 	EventTypeMessageSuppressed       EventType = "message.suppressed"
 	EventTypeMessageUndelivered      EventType = "message.undelivered"
@@ -179,6 +211,8 @@ const (
 // Valid indicates whether the value is a known member of the EventType enum.
 func (e EventType) Valid() bool {
 	switch e {
+	case EventTypeMessageCanceled:
+		return true
 	case EventTypeMessageDelivered:
 		return true
 	case EventTypeMessageDuplicateBlocked:
@@ -186,6 +220,8 @@ func (e EventType) Valid() bool {
 	case EventTypeMessageFailed:
 		return true
 	case EventTypeMessageReceived:
+		return true
+	case EventTypeMessageScheduled:
 		return true
 	case EventTypeMessageSent:
 		return true
@@ -403,10 +439,12 @@ func (e MessageDirection) Valid() bool {
 
 // Defines values for MessageStatus.
 const (
+	MessageStatusCanceled    MessageStatus = "canceled"
 	MessageStatusDelivered   MessageStatus = "delivered"
 	MessageStatusFailed      MessageStatus = "failed"
 	MessageStatusRead        MessageStatus = "read"
 	MessageStatusReceived    MessageStatus = "received"
+	MessageStatusScheduled   MessageStatus = "scheduled"
 	MessageStatusSending     MessageStatus = "sending"
 	MessageStatusSent        MessageStatus = "sent"
 	MessageStatusSuppressed  MessageStatus = "suppressed"
@@ -417,6 +455,8 @@ const (
 // Valid indicates whether the value is a known member of the MessageStatus enum.
 func (e MessageStatus) Valid() bool {
 	switch e {
+	case MessageStatusCanceled:
+		return true
 	case MessageStatusDelivered:
 		return true
 	case MessageStatusFailed:
@@ -424,6 +464,8 @@ func (e MessageStatus) Valid() bool {
 	case MessageStatusRead:
 		return true
 	case MessageStatusReceived:
+		return true
+	case MessageStatusScheduled:
 		return true
 	case MessageStatusSending:
 		return true
@@ -507,6 +549,7 @@ const (
 	ProblemCodeInternalError        ProblemCode = "internal_error"
 	ProblemCodeInvalidRequest       ProblemCode = "invalid_request"
 	ProblemCodeLeadNotFound         ProblemCode = "lead_not_found"
+	ProblemCodeMessageNotCancelable ProblemCode = "message_not_cancelable"
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
 	ProblemCodeNotFound             ProblemCode = "not_found"
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
@@ -528,6 +571,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeInvalidRequest:
 		return true
 	case ProblemCodeLeadNotFound:
+		return true
+	case ProblemCodeMessageNotCancelable:
 		return true
 	case ProblemCodeMethodNotAllowed:
 		return true
@@ -704,6 +749,7 @@ func (e SendResponsePending) Valid() bool {
 // Defines values for SendResponseStatus.
 const (
 	SendResponseStatusFailed     SendResponseStatus = "failed"
+	SendResponseStatusScheduled  SendResponseStatus = "scheduled"
 	SendResponseStatusSent       SendResponseStatus = "sent"
 	SendResponseStatusSuppressed SendResponseStatus = "suppressed"
 	SendResponseStatusUnknown    SendResponseStatus = "unknown"
@@ -713,6 +759,8 @@ const (
 func (e SendResponseStatus) Valid() bool {
 	switch e {
 	case SendResponseStatusFailed:
+		return true
+	case SendResponseStatusScheduled:
 		return true
 	case SendResponseStatusSent:
 		return true
@@ -1096,10 +1144,12 @@ func (e ListMessagesParamsDirection) Valid() bool {
 
 // Defines values for ListMessagesParamsStatus.
 const (
+	ListMessagesParamsStatusCanceled    ListMessagesParamsStatus = "canceled"
 	ListMessagesParamsStatusDelivered   ListMessagesParamsStatus = "delivered"
 	ListMessagesParamsStatusFailed      ListMessagesParamsStatus = "failed"
 	ListMessagesParamsStatusRead        ListMessagesParamsStatus = "read"
 	ListMessagesParamsStatusReceived    ListMessagesParamsStatus = "received"
+	ListMessagesParamsStatusScheduled   ListMessagesParamsStatus = "scheduled"
 	ListMessagesParamsStatusSending     ListMessagesParamsStatus = "sending"
 	ListMessagesParamsStatusSent        ListMessagesParamsStatus = "sent"
 	ListMessagesParamsStatusSuppressed  ListMessagesParamsStatus = "suppressed"
@@ -1110,6 +1160,8 @@ const (
 // Valid indicates whether the value is a known member of the ListMessagesParamsStatus enum.
 func (e ListMessagesParamsStatus) Valid() bool {
 	switch e {
+	case ListMessagesParamsStatusCanceled:
+		return true
 	case ListMessagesParamsStatusDelivered:
 		return true
 	case ListMessagesParamsStatusFailed:
@@ -1117,6 +1169,8 @@ func (e ListMessagesParamsStatus) Valid() bool {
 	case ListMessagesParamsStatusRead:
 		return true
 	case ListMessagesParamsStatusReceived:
+		return true
+	case ListMessagesParamsStatusScheduled:
 		return true
 	case ListMessagesParamsStatusSending:
 		return true
@@ -1157,6 +1211,21 @@ func (e ListMessagesParamsChannel) Valid() bool {
 	case ListMessagesParamsChannelTelegram:
 		return true
 	case ListMessagesParamsChannelWhatsapp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CancelByKey200JSONResponseBodySuccess.
+const (
+	CancelByKey200JSONResponseBodySuccessTrue CancelByKey200JSONResponseBodySuccess = true
+)
+
+// Valid indicates whether the value is a known member of the CancelByKey200JSONResponseBodySuccess enum.
+func (e CancelByKey200JSONResponseBodySuccess) Valid() bool {
+	switch e {
+	case CancelByKey200JSONResponseBodySuccessTrue:
 		return true
 	default:
 		return false
@@ -1206,6 +1275,20 @@ type ApiKeyList struct {
 
 // CRMReference A CRM identifier (GoHighLevel contact or location, HubSpot contact or portal), stored on the lead and echoed back.
 type CRMReference = string
+
+// CancelResponse defines model for CancelResponse.
+type CancelResponse struct {
+	// Message An outbound or inbound message. Every key is always present, null when empty.
+	Message Message               `json:"message"`
+	Status  CancelResponseStatus  `json:"status"`
+	Success CancelResponseSuccess `json:"success"`
+}
+
+// CancelResponseStatus defines model for CancelResponse.Status.
+type CancelResponseStatus string
+
+// CancelResponseSuccess defines model for CancelResponse.Success.
+type CancelResponseSuccess bool
 
 // Conversation The thread of a workspace with one address.
 type Conversation struct {
@@ -1570,6 +1653,9 @@ type Message struct {
 	Attachments []MessageAttachment `json:"attachments"`
 	Body        string              `json:"body"`
 
+	// CancellationKey The caller's key that cancels every scheduled message given it (`POST /api/messages/cancel`).
+	CancellationKey *string `json:"cancellationKey"`
+
 	// Channel Outbound messages are sms, imessage or email; inbound ones also whatsapp, slack, telegram.
 	Channel        MessageChannel `json:"channel"`
 	ConversationId string         `json:"conversationId"`
@@ -1600,7 +1686,12 @@ type Message struct {
 	// RecipientPhone E.164; null for email and for imessage by email.
 	RecipientPhone *string `json:"recipientPhone"`
 
-	// Status `sending`: written and handed to the provider, no answer yet;
+	// SendAt When a scheduled message is (or was) due; null for a message sent at once.
+	SendAt *time.Time `json:"sendAt"`
+
+	// Status `scheduled`: accepted with a `sendAt`, waiting for its time;
+	// `canceled`: canceled before its time, it reached no one (final).
+	// `sending`: written and handed to the provider, no answer yet;
 	// `sent`; `failed`: the provider refused it, it reached no one;
 	// `unknown`: a timeout or transport error, it may have been
 	// delivered (never retried automatically). From delivery receipts:
@@ -1627,7 +1718,9 @@ type MessageChannel string
 // MessageDirection defines model for Message.Direction.
 type MessageDirection string
 
-// MessageStatus `sending`: written and handed to the provider, no answer yet;
+// MessageStatus `scheduled`: accepted with a `sendAt`, waiting for its time;
+// `canceled`: canceled before its time, it reached no one (final).
+// `sending`: written and handed to the provider, no answer yet;
 // `sent`; `failed`: the provider refused it, it reached no one;
 // `unknown`: a timeout or transport error, it may have been
 // delivered (never retried automatically). From delivery receipts:
@@ -1701,6 +1794,9 @@ type Problem struct {
 
 	// Instance The request path.
 	Instance string `json:"instance"`
+
+	// Message An outbound or inbound message. Every key is always present, null when empty.
+	Message *Message `json:"message,omitempty"`
 
 	// RequestId The request's id (`X-Request-Id`).
 	RequestId string `json:"requestId"`
@@ -1801,6 +1897,11 @@ type SendRequest struct {
 	// most 1600 characters for `sms`, 64 KiB otherwise.
 	Body string `json:"body"`
 
+	// CancellationKey Your key for canceling scheduled messages together (`POST /api/messages/cancel`), e.g. a booking id. Printable characters.
+	//
+	// Example: booking-4711
+	CancellationKey *string `json:"cancellationKey,omitempty"`
+
 	// Channel The channel. `sms` needs a phone, `email` an email, `imessage` either.
 	Channel SendRequestChannel `json:"channel"`
 
@@ -1848,6 +1949,17 @@ type SendRequest struct {
 	//
 	// Example: +1 (555) 010-0000
 	RecipientPhone *string `json:"recipientPhone,omitempty"`
+
+	// SendAt Send the message at this time instead of now (RFC 3339 with a
+	// time zone), at most 35 days ahead. The answer is immediate, with
+	// status `scheduled`; the duplicate guard and the `Idempotency-Key`
+	// decide at acceptance as for a send. A time less than 1 s ahead,
+	// or that passed less than 10 minutes ago (a late retry), sends at
+	// once; earlier than that is 400.
+	//
+	//
+	// Example: 2026-12-24T09:00:00-05:00
+	SendAt *time.Time `json:"sendAt,omitempty"`
 
 	// Subject The email subject (`email` only). No line breaks or control characters.
 	Subject *string `json:"subject,omitempty"`
@@ -2288,6 +2400,14 @@ type SendMessage200JSONResponseBody struct {
 	union json.RawMessage
 }
 
+// CancelByKeyJSONBody defines parameters for CancelByKey.
+type CancelByKeyJSONBody struct {
+	CancellationKey string `json:"cancellationKey"`
+}
+
+// CancelByKey200JSONResponseBodySuccess defines parameters for CancelByKey.
+type CancelByKey200JSONResponseBodySuccess bool
+
 // ReceiveTwilioReceiptFormdataBody defines parameters for ReceiveTwilioReceipt.
 type ReceiveTwilioReceiptFormdataBody struct {
 	ErrorCode            *string                `form:"ErrorCode,omitempty" json:"ErrorCode,omitempty"`
@@ -2347,6 +2467,9 @@ type SetWebhookSecretJSONRequestBody = SetSecretRequest
 
 // SendMessageJSONRequestBody defines body for SendMessage for application/json ContentType.
 type SendMessageJSONRequestBody = SendRequest
+
+// CancelByKeyJSONRequestBody defines body for CancelByKey for application/json ContentType.
+type CancelByKeyJSONRequestBody CancelByKeyJSONBody
 
 // ReceiveTwilioReceiptFormdataRequestBody defines body for ReceiveTwilioReceipt for application/x-www-form-urlencoded ContentType.
 type ReceiveTwilioReceiptFormdataRequestBody ReceiveTwilioReceiptFormdataBody
@@ -3307,12 +3430,50 @@ type ClientInterface interface {
 	// Corresponds with POST /api/messages (the `SendMessage` operationId).
 	SendMessage(ctx context.Context, params *SendMessageParams, body SendMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CancelByKeyWithBody Cancel every scheduled message given a cancellation key
+	//
+	// Cancels each scheduled message of the workspace that was sent with
+	// this `cancellationKey` (at most 1,000), as `POST
+	// /api/messages/{id}/cancel` would. `canceled` lists those canceled now
+	// or before; `notCanceled` those whose time came first. An unknown key
+	// cancels nothing (200 with two empty lists).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/messages/cancel (the `CancelByKey` operationId).
+	CancelByKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelByKey Cancel every scheduled message given a cancellation key
+	//
+	// Cancels each scheduled message of the workspace that was sent with
+	// this `cancellationKey` (at most 1,000), as `POST
+	// /api/messages/{id}/cancel` would. `canceled` lists those canceled now
+	// or before; `notCanceled` those whose time came first. An unknown key
+	// cancels nothing (200 with two empty lists).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/messages/cancel (the `CancelByKey` operationId).
+	CancelByKey(ctx context.Context, body CancelByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetMessage Read a message
 	//
 	// One of the workspace's messages; another workspace's message is 404.
 	//
 	// Corresponds with GET /api/messages/{id} (the `GetMessage` operationId).
 	GetMessage(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelMessage Cancel a scheduled message
+	//
+	// A `scheduled` message of the workspace becomes `canceled` and is
+	// never sent. The cancel and the scheduler's send are decided by one
+	// atomic insert: exactly one of them wins, in any number of processes.
+	// Canceling a canceled message answers it again (200). A message whose
+	// time came first, or that is not scheduled, is 409
+	// `message_not_cancelable` with the message.
+	//
+	// Corresponds with POST /api/messages/{id}/cancel (the `CancelMessage` operationId).
+	CancelMessage(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReceiveTwilioReceiptWithBody Twilio delivery receipt (status callback)
 	//
@@ -4185,6 +4346,52 @@ func (c *Client) SendMessage(ctx context.Context, params *SendMessageParams, bod
 	return c.Client.Do(req)
 }
 
+// CancelByKeyWithBody Cancel every scheduled message given a cancellation key
+//
+// Cancels each scheduled message of the workspace that was sent with
+// this `cancellationKey` (at most 1,000), as `POST
+// /api/messages/{id}/cancel` would. `canceled` lists those canceled now
+// or before; `notCanceled` those whose time came first. An unknown key
+// cancels nothing (200 with two empty lists).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/messages/cancel (the `CancelByKey` operationId).
+func (c *Client) CancelByKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelByKeyRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelByKey Cancel every scheduled message given a cancellation key
+//
+// Cancels each scheduled message of the workspace that was sent with
+// this `cancellationKey` (at most 1,000), as `POST
+// /api/messages/{id}/cancel` would. `canceled` lists those canceled now
+// or before; `notCanceled` those whose time came first. An unknown key
+// cancels nothing (200 with two empty lists).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/messages/cancel (the `CancelByKey` operationId).
+func (c *Client) CancelByKey(ctx context.Context, body CancelByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelByKeyRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetMessage Read a message
 //
 // One of the workspace's messages; another workspace's message is 404.
@@ -4192,6 +4399,28 @@ func (c *Client) SendMessage(ctx context.Context, params *SendMessageParams, bod
 // Corresponds with GET /api/messages/{id} (the `GetMessage` operationId).
 func (c *Client) GetMessage(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetMessageRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelMessage Cancel a scheduled message
+//
+// A `scheduled` message of the workspace becomes `canceled` and is
+// never sent. The cancel and the scheduler's send are decided by one
+// atomic insert: exactly one of them wins, in any number of processes.
+// Canceling a canceled message answers it again (200). A message whose
+// time came first, or that is not scheduled, is 409
+// `message_not_cancelable` with the message.
+//
+// Corresponds with POST /api/messages/{id}/cancel (the `CancelMessage` operationId).
+func (c *Client) CancelMessage(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelMessageRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -5797,6 +6026,46 @@ func NewSendMessageRequestWithBody(server string, params *SendMessageParams, con
 	return req, nil
 }
 
+// NewCancelByKeyRequest calls the generic CancelByKey builder with application/json body
+func NewCancelByKeyRequest(server string, body CancelByKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCancelByKeyRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCancelByKeyRequestWithBody constructs an http.Request for the CancelByKey method, with any body, and a specified content type
+func NewCancelByKeyRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/messages/cancel")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetMessageRequest constructs an http.Request for the GetMessage method
 func NewGetMessageRequest(server string, id string) (*http.Request, error) {
 	var err error
@@ -5824,6 +6093,40 @@ func NewGetMessageRequest(server string, id string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCancelMessageRequest constructs an http.Request for the CancelMessage method
+func NewCancelMessageRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/messages/%s/cancel", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -6923,6 +7226,32 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/messages (the `SendMessage` operationId).
 	SendMessageWithResponse(ctx context.Context, params *SendMessageParams, body SendMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*SendMessageResponse, error)
 
+	// CancelByKeyWithBodyWithResponse Cancel every scheduled message given a cancellation key
+	//
+	// Cancels each scheduled message of the workspace that was sent with
+	// this `cancellationKey` (at most 1,000), as `POST
+	// /api/messages/{id}/cancel` would. `canceled` lists those canceled now
+	// or before; `notCanceled` those whose time came first. An unknown key
+	// cancels nothing (200 with two empty lists).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/messages/cancel (the `CancelByKey` operationId).
+	CancelByKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CancelByKeyResponse, error)
+
+	// CancelByKeyWithResponse Cancel every scheduled message given a cancellation key
+	//
+	// Cancels each scheduled message of the workspace that was sent with
+	// this `cancellationKey` (at most 1,000), as `POST
+	// /api/messages/{id}/cancel` would. `canceled` lists those canceled now
+	// or before; `notCanceled` those whose time came first. An unknown key
+	// cancels nothing (200 with two empty lists).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/messages/cancel (the `CancelByKey` operationId).
+	CancelByKeyWithResponse(ctx context.Context, body CancelByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CancelByKeyResponse, error)
+
 	// GetMessageWithResponse Read a message
 	//
 	// One of the workspace's messages; another workspace's message is 404.
@@ -6931,6 +7260,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/messages/{id} (the `GetMessage` operationId).
 	GetMessageWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetMessageResponse, error)
+
+	// CancelMessageWithResponse Cancel a scheduled message
+	//
+	// A `scheduled` message of the workspace becomes `canceled` and is
+	// never sent. The cancel and the scheduler's send are decided by one
+	// atomic insert: exactly one of them wins, in any number of processes.
+	// Canceling a canceled message answers it again (200). A message whose
+	// time came first, or that is not scheduled, is 409
+	// `message_not_cancelable` with the message.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/messages/{id}/cancel (the `CancelMessage` operationId).
+	CancelMessageWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*CancelMessageResponse, error)
 
 	// ReceiveTwilioReceiptWithBodyWithResponse Twilio delivery receipt (status callback)
 	//
@@ -9480,6 +9823,133 @@ func (r SendMessageResponse) ContentType() string {
 	return ""
 }
 
+// CancelByKeyResponse200Headers the declared response headers of an HTTP 200 response for CancelByKey
+type CancelByKeyResponse200Headers struct {
+	XRequestId string
+}
+
+// CancelByKeyResponse400Headers the declared response headers of an HTTP 400 response for CancelByKey
+type CancelByKeyResponse400Headers struct {
+	XRequestId string
+}
+
+// CancelByKeyResponse401Headers the declared response headers of an HTTP 401 response for CancelByKey
+type CancelByKeyResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// CancelByKeyResponse415Headers the declared response headers of an HTTP 415 response for CancelByKey
+type CancelByKeyResponse415Headers struct {
+	XRequestId string
+}
+
+// CancelByKeyResponse500Headers the declared response headers of an HTTP 500 response for CancelByKey
+type CancelByKeyResponse500Headers struct {
+	XRequestId string
+}
+
+// CancelByKeyResponse503Headers the declared response headers of an HTTP 503 response for CancelByKey
+type CancelByKeyResponse503Headers struct {
+	XRequestId string
+}
+
+type CancelByKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Canceled    []Message                             `json:"canceled"`
+		NotCanceled []Message                             `json:"notCanceled"`
+		Success     CancelByKey200JSONResponseBodySuccess `json:"success"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMedia
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CancelByKeyResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CancelByKeyResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CancelByKeyResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CancelByKeyResponse415Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CancelByKeyResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CancelByKeyResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelByKeyResponse) GetJSON200() *struct {
+	Canceled    []Message                             `json:"canceled"`
+	NotCanceled []Message                             `json:"notCanceled"`
+	Success     CancelByKey200JSONResponseBodySuccess `json:"success"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CancelByKeyResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CancelByKeyResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CancelByKeyResponse) GetApplicationproblemJSON415() *UnsupportedMedia {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CancelByKeyResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CancelByKeyResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelByKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelByKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelByKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelByKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetMessageResponse200Headers the declared response headers of an HTTP 200 response for GetMessage
 type GetMessageResponse200Headers struct {
 	XRequestId string
@@ -9579,6 +10049,125 @@ func (r GetMessageResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetMessageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CancelMessageResponse200Headers the declared response headers of an HTTP 200 response for CancelMessage
+type CancelMessageResponse200Headers struct {
+	XRequestId string
+}
+
+// CancelMessageResponse401Headers the declared response headers of an HTTP 401 response for CancelMessage
+type CancelMessageResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// CancelMessageResponse404Headers the declared response headers of an HTTP 404 response for CancelMessage
+type CancelMessageResponse404Headers struct {
+	XRequestId string
+}
+
+// CancelMessageResponse409Headers the declared response headers of an HTTP 409 response for CancelMessage
+type CancelMessageResponse409Headers struct {
+	XRequestId string
+}
+
+// CancelMessageResponse500Headers the declared response headers of an HTTP 500 response for CancelMessage
+type CancelMessageResponse500Headers struct {
+	XRequestId string
+}
+
+// CancelMessageResponse503Headers the declared response headers of an HTTP 503 response for CancelMessage
+type CancelMessageResponse503Headers struct {
+	XRequestId string
+}
+
+type CancelMessageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CancelResponse
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CancelMessageResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CancelMessageResponse401Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CancelMessageResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CancelMessageResponse409Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CancelMessageResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CancelMessageResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelMessageResponse) GetJSON200() *CancelResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CancelMessageResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CancelMessageResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CancelMessageResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CancelMessageResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CancelMessageResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelMessageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelMessageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelMessageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelMessageResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11816,6 +12405,44 @@ func (c *ClientWithResponses) SendMessageWithResponse(ctx context.Context, param
 	return ParseSendMessageResponse(rsp)
 }
 
+// CancelByKeyWithBodyWithResponse Cancel every scheduled message given a cancellation key
+//
+// Cancels each scheduled message of the workspace that was sent with
+// this `cancellationKey` (at most 1,000), as `POST
+// /api/messages/{id}/cancel` would. `canceled` lists those canceled now
+// or before; `notCanceled` those whose time came first. An unknown key
+// cancels nothing (200 with two empty lists).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/messages/cancel (the `CancelByKey` operationId).
+func (c *ClientWithResponses) CancelByKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CancelByKeyResponse, error) {
+	rsp, err := c.CancelByKeyWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelByKeyResponse(rsp)
+}
+
+// CancelByKeyWithResponse Cancel every scheduled message given a cancellation key
+//
+// Cancels each scheduled message of the workspace that was sent with
+// this `cancellationKey` (at most 1,000), as `POST
+// /api/messages/{id}/cancel` would. `canceled` lists those canceled now
+// or before; `notCanceled` those whose time came first. An unknown key
+// cancels nothing (200 with two empty lists).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/messages/cancel (the `CancelByKey` operationId).
+func (c *ClientWithResponses) CancelByKeyWithResponse(ctx context.Context, body CancelByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CancelByKeyResponse, error) {
+	rsp, err := c.CancelByKey(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelByKeyResponse(rsp)
+}
+
 // GetMessageWithResponse Read a message
 //
 // One of the workspace's messages; another workspace's message is 404.
@@ -11829,6 +12456,26 @@ func (c *ClientWithResponses) GetMessageWithResponse(ctx context.Context, id str
 		return nil, err
 	}
 	return ParseGetMessageResponse(rsp)
+}
+
+// CancelMessageWithResponse Cancel a scheduled message
+//
+// A `scheduled` message of the workspace becomes `canceled` and is
+// never sent. The cancel and the scheduler's send are decided by one
+// atomic insert: exactly one of them wins, in any number of processes.
+// Canceling a canceled message answers it again (200). A message whose
+// time came first, or that is not scheduled, is 409
+// `message_not_cancelable` with the message.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/messages/{id}/cancel (the `CancelMessage` operationId).
+func (c *ClientWithResponses) CancelMessageWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*CancelMessageResponse, error) {
+	rsp, err := c.CancelMessage(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelMessageResponse(rsp)
 }
 
 // ReceiveTwilioReceiptWithBodyWithResponse Twilio delivery receipt (status callback)
@@ -14843,6 +15490,141 @@ func ParseSendMessageResponse(rsp *http.Response) (*SendMessageResponse, error) 
 	return response, nil
 }
 
+// ParseCancelByKeyResponse parses an HTTP response from a CancelByKeyWithResponse call
+func ParseCancelByKeyResponse(rsp *http.Response) (*CancelByKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelByKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Canceled    []Message                             `json:"canceled"`
+			NotCanceled []Message                             `json:"notCanceled"`
+			Success     CancelByKey200JSONResponseBodySuccess `json:"success"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMedia
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers CancelByKeyResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers CancelByKeyResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CancelByKeyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers CancelByKeyResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 500:
+		var headers CancelByKeyResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers CancelByKeyResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetMessageResponse parses an HTTP response from a GetMessageWithResponse call
 func ParseGetMessageResponse(rsp *http.Response) (*GetMessageResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -14944,6 +15726,137 @@ func ParseGetMessageResponse(rsp *http.Response) (*GetMessageResponse, error) {
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetMessageResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCancelMessageResponse parses an HTTP response from a CancelMessageWithResponse call
+func ParseCancelMessageResponse(rsp *http.Response) (*CancelMessageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelMessageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CancelResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers CancelMessageResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers CancelMessageResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 404:
+		var headers CancelMessageResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CancelMessageResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 500:
+		var headers CancelMessageResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers CancelMessageResponse503Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
