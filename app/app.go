@@ -107,7 +107,7 @@ type App struct {
 	// Scheduler sends scheduled messages at their time (nil without
 	// Options.OutcomeAfter); New does not run it.
 	Scheduler *send.Scheduler
-	HubSpot *hubspot.Callbacks
+	HubSpot   *hubspot.Callbacks
 }
 
 // New builds the app. It starts nothing: the caller runs the outbox's
