@@ -54,15 +54,6 @@ func (r *timedReceiver) arrivals(id string) []time.Time {
 	return append([]time.Time(nil), r.at[id]...)
 }
 
-func (r *timedReceiver) total() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, ts := range r.at {
-		n += len(ts)
-	}
-	return n
-}
 
 // scheduleCluster runs two msgapi processes on one embedded store (a hosts
 // the engine, b attaches), sending sms through the webhook provider to rcv.
