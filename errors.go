@@ -27,6 +27,7 @@ const (
 	CodeUnsupportedMedia    Code = "unsupported_media_type" // 415
 	CodeIdempotencyMismatch Code = "idempotency_key_reused" // 422
 	CodeRateLimited         Code = "rate_limited"           // 429
+	CodeQuietHours          Code = "quiet_hours"            // 429, or the answer profile's refusedStatus
 	CodeUnavailable         Code = "store_unavailable"      // 503
 	CodeInternal            Code = "internal_error"         // 500
 )

@@ -147,6 +147,8 @@ type settingsView struct {
 	PendingStatus *int             `json:"pendingStatus"`
 	RefusedStatus *int             `json:"refusedStatus"`
 	AnswerProfile *string          `json:"answerProfile"`
+	// QuietHours: null when the workspace has none.
+	QuietHours *workspace.QuietHours `json:"quietHours"`
 }
 
 func viewOf(ws workspace.Workspace) workspaceView {
@@ -171,6 +173,7 @@ func viewOf(ws workspace.Workspace) workspaceView {
 			OptOutReply:   ptr(ws.Settings.OptOutReply),
 			PendingStatus: intPtr(ws.Settings.PendingStatus), RefusedStatus: intPtr(ws.Settings.RefusedStatus),
 			AnswerProfile: ptr(ws.Settings.AnswerProfile),
+			QuietHours:    ws.Settings.QuietHours,
 		},
 		WebhookSecrets: secrets,
 	}

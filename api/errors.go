@@ -28,6 +28,7 @@ var problemTypes = map[msgapi.Code]struct {
 	msgapi.CodeUnsupportedMedia:    {http.StatusUnsupportedMediaType, "Unsupported media type"},
 	msgapi.CodeIdempotencyMismatch: {http.StatusUnprocessableEntity, "Idempotency key reused"},
 	msgapi.CodeRateLimited:         {http.StatusTooManyRequests, "Too many requests"},
+	msgapi.CodeQuietHours:          {http.StatusTooManyRequests, "Quiet hours"},
 	msgapi.CodeUnavailable:         {http.StatusServiceUnavailable, "Service unavailable"},
 	msgapi.CodeInternal:            {http.StatusInternalServerError, "Internal error"},
 }
@@ -127,6 +128,9 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	}
 	if p.Code == msgapi.CodeIdempotencyInFlight {
 		p.Status = inFlightStatus(c)
+	}
+	if r := requestProfile(c).Refused; p.Code == msgapi.CodeQuietHours && r >= 300 {
+		p.Status = r // the caller's status for "this did not go out"
 	}
 	l := logger(c).With().Str("workspaceId", WorkspaceID(c)).Logger()
 	log := &l

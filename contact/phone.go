@@ -119,3 +119,24 @@ func Region(raw string) (string, bool) {
 	r := strings.ToUpper(strings.TrimSpace(raw))
 	return r, len(r) == 2 && phonenumbers.GetSupportedRegions()[r]
 }
+
+// TimeZones lists the IANA time zones an E.164 number may be in
+// (libphonenumber's time-zone map: a US area code, a whole country), or
+// nil when the map does not place it.
+func TimeZones(e164Number string) []string {
+	n, err := phonenumbers.Parse(e164Number, "")
+	if err != nil {
+		return nil
+	}
+	zones, err := phonenumbers.GetTimezonesForNumber(n)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, z := range zones {
+		if z != "" && z != "Etc/Unknown" {
+			out = append(out, z)
+		}
+	}
+	return out
+}

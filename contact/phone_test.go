@@ -2,6 +2,7 @@ package contact
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -149,5 +150,21 @@ func TestRegion(t *testing.T) {
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("Region(%q) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+func TestTimeZones(t *testing.T) {
+	for num, want := range map[string]string{
+		"+81312345678": "[Asia/Tokyo]",
+		"+12125550100": "[America/New_York]",
+		"+14155550100": "[America/Los_Angeles]",
+		"+4930123456":  "[Europe/Berlin]",
+	} {
+		if got := fmt.Sprint(TimeZones(num)); got != want {
+			t.Errorf("TimeZones(%s) = %s, want %s", num, got, want)
+		}
+	}
+	if got := TimeZones("not a number"); got != nil {
+		t.Errorf("TimeZones of garbage = %v", got)
 	}
 }

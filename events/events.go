@@ -44,6 +44,11 @@ const (
 	Canceled           = "message.api.canceled"
 	ScheduleStoreError = "schedule.store_error"
 	ScheduleFenced     = "schedule.fenced"
+	// Quiet hours: a send was deferred to the window's end, refused, or
+	// sent inside the window because the request said ignoreQuietHours.
+	QuietDeferred = "message.api.quiet_hours_deferred"
+	QuietRefused  = "message.api.quiet_hours_refused"
+	QuietIgnored  = "message.api.quiet_hours_ignored"
 
 	HubSpotSignatureInvalid = "hubspot.signature_invalid"
 	HubSpotCallbackDone     = "hubspot.callback_completed"

@@ -41,6 +41,9 @@ type Request struct {
 	SendAt time.Time
 	// CancellationKey names the scheduled message for a cancel by key.
 	CancellationKey string
+	// IgnoreQuietHours sends a transactional text inside the workspace's
+	// quiet hours (logged).
+	IgnoreQuietHours bool
 }
 
 // Limits of a send request. The 1 MiB bound is also enforced, with a 413, by
@@ -223,6 +226,15 @@ func ParseRequest(body []byte, defaultRegion string) (Request, error) {
 		}
 	}
 
+	switch raw := string(v.fields["ignoreQuietHours"]); {
+	case v.dups["ignoreQuietHours"]:
+		v.add("ignoreQuietHours", "must appear only once")
+	case raw == "true":
+		r.IgnoreQuietHours = true
+	case raw != "" && raw != "false" && raw != "null":
+		v.add("ignoreQuietHours", "must be true or false")
+	}
+
 	if len(v.errs) > 0 {
 		slices.SortStableFunc(v.errs, func(a, b msgapi.FieldError) int {
 			return cmp.Compare(reqFieldRank(a.Field), reqFieldRank(b.Field))
@@ -358,7 +370,7 @@ func reqFieldRank(path string) int {
 	}
 	return slices.Index([]string{
 		"channel", "recipientPhone", "recipientEmail", "leadId", "body", "subject", "attachments",
-		"ghlContactId", "ghlLocationId", "hsContactId", "hsPortalId", "metadata", "sendAt", "cancellationKey",
+		"ghlContactId", "ghlLocationId", "hsContactId", "hsPortalId", "metadata", "sendAt", "cancellationKey", "ignoreQuietHours",
 	}, path)
 }
 

@@ -165,6 +165,9 @@ func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte,
 	if scheduled && o.Schedule == nil {
 		return Answer{}, msgapi.Errorf(msgapi.CodeInvalid, "scheduled sends (sendAt) are not enabled on this server")
 	}
+	if scheduled, err = s.quietHours(ctx, ws, &req, scheduled); err != nil {
+		return Answer{}, err
+	}
 	var lead *messages.Lead
 	if req.LeadID != "" {
 		l, err := o.Messages.GetLead(ctx, ws.ID, req.LeadID)

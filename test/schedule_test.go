@@ -369,4 +369,79 @@ func TestScheduledSends(t *testing.T) {
 			t.Errorf("a message scheduled an hour ahead was delivered")
 		}
 	})
+
+	t.Run("quiet hours in the recipient's time zone: defer, refuse, ignore", func(t *testing.T) {
+		wsID, wsKey := a.createWorkspace(admin)
+		tokyo, _ := time.LoadLocation("Asia/Tokyo")
+		now := time.Now().In(tokyo).Truncate(time.Minute)
+		// A window around the present minute in Tokyo; New York's present
+		// (14 hours behind) is outside it, and so is the workspace's UTC.
+		start, end := now.Add(-time.Hour), now.Add(2*time.Hour)
+		setQuiet := func(mode string) {
+			t.Helper()
+			body := fmt.Sprintf(`{"quietHours":{"start":%q,"end":%q,"mode":%q,"timeZone":"UTC"}}`, start.Format("15:04"), end.Format("15:04"), mode)
+			if mode == "" {
+				body = `{"quietHours":null}`
+			}
+			if r := a.do(http.MethodPatch, "/admin/workspaces/"+wsID, admin, body); r.status != http.StatusOK {
+				t.Fatalf("quiet hours %s: %d %s", mode, r.status, r.body)
+			}
+		}
+		send := func(p *proc, to, text string, extra string) reply {
+			return p.do(http.MethodPost, "/api/messages", wsKey, `{"channel":"sms","recipientPhone":"`+to+`","body":"`+text+`"`+extra+`}`)
+		}
+		const japan, newYork = "+81312345678", "+12125550100"
+
+		setQuiet("defer")
+		r := send(b, japan, "Your parcel arrives today", "")
+		m, _ := r.json(t)["message"].(map[string]any)
+		if r.status != http.StatusCreated || m["status"] != "scheduled" || m["sendAt"] != end.UTC().Format(time.RFC3339) {
+			t.Errorf("defer, Tokyo inside its window: %d status %v sendAt %v, want scheduled at %s", r.status, m["status"], m["sendAt"], end.UTC().Format(time.RFC3339))
+		}
+		if r := send(a, newYork, "Your parcel arrives today", ""); r.status != http.StatusCreated || r.json(t)["status"] != "sent" {
+			t.Errorf("defer, New York outside the window: %d %s", r.status, r.body)
+		}
+		if r := send(a, japan, "Your one-time code is 4711", `,"ignoreQuietHours":true`); r.status != http.StatusOK || r.json(t)["status"] != "sent" {
+			t.Errorf("ignoreQuietHours inside the window: %d %s", r.status, r.body)
+		}
+
+		setQuiet("refuse")
+		req, _ := http.NewRequest(http.MethodPost, b.url+"/api/messages", strings.NewReader(`{"channel":"sms","recipientPhone":"`+japan+`","body":"Refused at night"}`))
+		req.Header.Set("Authorization", "Bearer "+wsKey)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "quiet-1")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		retry, _ := time.ParseDuration(res.Header.Get("Retry-After") + "s")
+		if want := time.Until(end); res.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), `"code":"quiet_hours"`) ||
+			retry < want-time.Minute || retry > want+time.Minute {
+			t.Errorf("refuse: %d Retry-After %s (want about %s) %s", res.StatusCode, retry, want.Round(time.Second), body)
+		}
+		if r := a.do(http.MethodPatch, "/admin/workspaces/"+wsID, admin, `{"refusedStatus":422}`); r.status != http.StatusOK {
+			t.Fatal(r.status)
+		}
+		if r := send(a, japan, "Refused with the profile's status", ""); r.status != http.StatusUnprocessableEntity {
+			t.Errorf("refuse under refusedStatus 422: %d %s", r.status, r.body)
+		}
+		// The refusal used nothing up: the same keyed request goes through
+		// once the window is lifted.
+		setQuiet("")
+		req, _ = http.NewRequest(http.MethodPost, a.url+"/api/messages", strings.NewReader(`{"channel":"sms","recipientPhone":"`+japan+`","body":"Refused at night"}`))
+		req.Header.Set("Authorization", "Bearer "+wsKey)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "quiet-1")
+		res, err = http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode/100 != 2 || !strings.Contains(string(body), `"status":"sent"`) {
+			t.Errorf("the refused key after the window: %d %s", res.StatusCode, body)
+		}
+	})
 }

@@ -32,6 +32,9 @@ type Settings struct {
 	PendingStatus int    `bson:"pendingStatus,omitempty"`
 	RefusedStatus int    `bson:"refusedStatus,omitempty"`
 	AnswerProfile string `bson:"answerProfile,omitempty"`
+	// QuietHours, when set, holds sends back in the recipient's night
+	// (quiet.go).
+	QuietHours *QuietHours `bson:"quietHours,omitempty"`
 }
 
 // MaxOptOutReply bounds the confirmation text: two SMS segments.
@@ -195,8 +198,15 @@ func ParseSettingsPatch(body []byte) (SettingsPatch, error) {
 				continue
 			}
 			p.set = append(p.set, bson.E{Key: "settings.answerProfile", Value: s})
+		case "quietHours":
+			q, err := parseQuietHours(raw)
+			if err != "" {
+				fail(name, err)
+				continue
+			}
+			p.set = append(p.set, bson.E{Key: "settings.quietHours", Value: q})
 		default:
-			fail(name, "unknown setting (dedupWindow, dedupWait, rateLimit, defaultRegion, optOutReply, pendingStatus, refusedStatus, answerProfile)")
+			fail(name, "unknown setting (dedupWindow, dedupWait, rateLimit, defaultRegion, optOutReply, pendingStatus, refusedStatus, answerProfile, quietHours)")
 		}
 	}
 	if len(bad) > 0 {
@@ -207,7 +217,7 @@ func ParseSettingsPatch(body []byte) (SettingsPatch, error) {
 }
 
 var settingFields = map[string]struct{}{"dedupWindow": {}, "dedupWait": {}, "rateLimit": {}, "defaultRegion": {}, "optOutReply": {},
-	"pendingStatus": {}, "refusedStatus": {}, "answerProfile": {}}
+	"pendingStatus": {}, "refusedStatus": {}, "answerProfile": {}, "quietHours": {}}
 
 // duration parses a JSON string such as "15m" within [lo, hi].
 func duration(raw json.RawMessage, lo, hi time.Duration) (time.Duration, string) {
