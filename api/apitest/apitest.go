@@ -83,6 +83,8 @@ type Env struct {
 	Outbox *notify.Outbox
 	// Consent is the suppression list every send checks, as in production.
 	Consent *consent.Store
+	// Scheduler sends scheduled messages; it is not run (call Pass).
+	Scheduler *send.Scheduler
 }
 
 // Options tune an Env; zero values take the production defaults.
@@ -172,6 +174,7 @@ func New(t testing.TB, o Options) *Env {
 		Idempotency: idempotency.Options{Lease: o.IdemLease, Now: o.Now},
 		Outbox:      ob, Consent: cs, Unsubscribe: tokens,
 		Limiter: cmp.Or[api.RateLimiter](o.Limiter, ratelimit.New(ratelimit.Options{})), RateLimit: o.RateLimit, OnRateLimited: o.OnRateLimited,
+		OutcomeAfter: 40 * time.Second, // the sweeper and the scheduler exist; neither is run
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +182,7 @@ func New(t testing.TB, o Options) *Env {
 	g, srv := a.Guard, a.Server
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	e := &Env{t: t, Store: st, URL: hs.URL, Sender: snd, Logs: logs, Guard: g, Workspaces: wss, Outbox: ob, Consent: cs}
+	e := &Env{t: t, Store: st, URL: hs.URL, Sender: snd, Logs: logs, Guard: g, Workspaces: wss, Outbox: ob, Consent: cs, Scheduler: a.Scheduler}
 	if o.Store == nil {
 		var out struct{ WorkspaceID, APIKey string }
 		e.Do(http.MethodPost, "/admin/workspaces", AdminToken, `{"name":"Acme"}`, nil).Decode(&out)
