@@ -109,7 +109,7 @@ func TestWorkspaceSettings(t *testing.T) {
 	want := map[string]any{
 		"workspaceId": e.WSID, "name": "Acme", "disabled": false,
 		"settings": map[string]any{"dedupWindow": nil, "dedupWait": nil, "rateLimit": nil, "defaultRegion": nil, "optOutReply": nil,
-			"pendingStatus": nil, "refusedStatus": nil, "answerProfile": nil},
+			"pendingStatus": nil, "refusedStatus": nil, "answerProfile": nil, "quietHours": nil},
 		"webhookSecrets": []any{"telegram"},
 	}
 	got := r.JSON()
@@ -128,7 +128,7 @@ func TestWorkspaceSettings(t *testing.T) {
 	}
 	r = admin(e, http.MethodPatch, "", `{"dedupWindow":"30m","dedupWait":"0s","rateLimit":{"perSecond":5,"burst":10},"defaultRegion":"gb","optOutReply":"You are unsubscribed. Reply START to resubscribe."}`)
 	wantSettings := map[string]any{"dedupWindow": "30m", "dedupWait": "0s", "rateLimit": map[string]any{"perSecond": 5.0, "burst": 10.0}, "defaultRegion": "GB",
-		"optOutReply": "You are unsubscribed. Reply START to resubscribe.", "pendingStatus": nil, "refusedStatus": nil, "answerProfile": nil}
+		"optOutReply": "You are unsubscribed. Reply START to resubscribe.", "pendingStatus": nil, "refusedStatus": nil, "answerProfile": nil, "quietHours": nil}
 	if diff := cmp.Diff(wantSettings, r.JSON()["settings"]); r.Status != http.StatusOK || diff != "" {
 		t.Errorf("PATCH: %d (-want +got):\n%s", r.Status, diff)
 	}

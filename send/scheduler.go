@@ -36,6 +36,7 @@ package send
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -44,6 +45,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/events"
@@ -157,10 +159,21 @@ func (s *Service) cancel(ctx context.Context, m messages.Message) (messages.Mess
 	// next cancel (or the scheduler at the message's time) writes it.
 	m.Status, m.Error = messages.StatusCanceled, "canceled before its time"
 	if err := s.o.Messages.RecordOutcome(ctx, &m); err != nil {
-		return m, msgapi.Unavailable(err)
+		return m, storeError(err)
 	}
 	zerolog.Ctx(ctx).Info().Str("event", events.Canceled).Str("workspaceId", m.WorkspaceID).Str("messageId", m.ID).Msg("scheduled message canceled")
 	return m, nil
+}
+
+// storeError is err as the caller sees it: the store's failures (the
+// driver's server, network and timeout errors) are 503; anything else, such
+// as a message the event recorder cannot encode, is internal.
+func storeError(err error) error {
+	var se mongo.ServerError
+	if errors.As(err, &se) || mongo.IsNetworkError(err) || mongo.IsTimeout(err) || errors.Is(err, context.DeadlineExceeded) {
+		return msgapi.Unavailable(err)
+	}
+	return err
 }
 
 func notCancelable(m messages.Message, decided string) error {

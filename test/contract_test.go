@@ -291,6 +291,43 @@ func TestContract(t *testing.T) {
 		wantStatus(t, c.do(t, a, call{method: "GET", path: "/api/messages/" + msg1}), 401)
 	})
 
+	t.Run("scheduled sends and cancels", func(t *testing.T) {
+		at := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		r := wantStatus(t, send(t, a, `{"channel":"sms","recipientPhone":"+15550100061","body":"Later","sendAt":"`+at+`","cancellationKey":"contract-k"}`, nil), 201).json(t)
+		id := r["message"].(map[string]any)["id"].(string)
+		cancel := "/api/messages/" + id + "/cancel"
+		wantStatus(t, c.do(t, a, call{method: "POST", path: cancel, token: key}), 200)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: cancel, token: key}), 200) // canceled again: the same answer
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/messages/" + msg1 + "/cancel", token: key}), 409)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/messages/msg_nope/cancel", token: key}), 404)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: cancel}), 401)
+
+		wantStatus(t, send(t, a, `{"channel":"sms","recipientPhone":"+15550100062","body":"Later too","sendAt":"`+at+`","cancellationKey":"contract-k"}`, nil), 201)
+		byKey := wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/messages/cancel", token: key, body: `{"cancellationKey":"contract-k"}`}), 200).json(t)
+		if n := len(byKey["canceled"].([]any)); n != 2 {
+			t.Errorf("cancel by key canceled %d, want 2 (one already canceled)", n)
+		}
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/messages/cancel", token: key, body: `{}`}), 400)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/messages/cancel", token: key, body: "cancellationKey=x", contentType: "application/x-www-form-urlencoded"}), 415)
+		wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/messages/cancel", body: `{"cancellationKey":"contract-k"}`}), 401)
+
+		// 500: a scheduled message the server cannot render (a date past
+		// year 9999), canceled by id and by its key.
+		for i, k := range []string{"contract-bad-1", "contract-bad-2"} {
+			r := wantStatus(t, send(t, a, fmt.Sprintf(`{"channel":"sms","recipientPhone":"+1555010007%d","body":"Unrenderable later","sendAt":%q,"cancellationKey":%q}`, i, at, k), nil), 201).json(t)
+			bad := r["message"].(map[string]any)["id"].(string)
+			if _, err := db.Collection("messages").UpdateOne(context.Background(), bson.D{{Key: "_id", Value: bad}},
+				bson.D{{Key: "$set", Value: bson.D{{Key: "createdAt", Value: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}}}); err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/messages/" + bad + "/cancel", token: key}), 500)
+			} else {
+				wantStatus(t, c.do(t, a, call{method: "POST", path: "/api/messages/cancel", token: key, body: `{"cancellationKey":"` + k + `"}`}), 500)
+			}
+		}
+	})
+
 	t.Run("internal error", func(t *testing.T) {
 		// A stored message the server cannot render (a date past year
 		// 9999 has no RFC 3339 form) is an internal error: 500, with the
@@ -618,6 +655,8 @@ func TestContract(t *testing.T) {
 			{method: "GET", path: "/api/leads?phone=%2B15550100001", token: key},
 			{method: "GET", path: "/api/conversations/" + messages.ConversationID(ws, "+15550100001", ""), token: key},
 			{method: "DELETE", path: "/api/dedup-locks/" + lock1, token: key},
+			{method: "POST", path: "/api/messages/" + msg1 + "/cancel", token: key},
+			{method: "POST", path: "/api/messages/cancel", token: key, body: `{"cancellationKey":"contract-k"}`},
 			{method: "POST", path: "/admin/workspaces", token: admin, body: `{"name":"Down"}`},
 			{method: "POST", path: "/admin/workspaces/" + ws + "/keys", token: admin},
 			{method: "PUT", path: "/admin/workspaces/" + ws + "/secrets/telegram", token: admin, body: `{"secret":"` + tgSecret + `"}`},
