@@ -54,7 +54,6 @@ func (r *timedReceiver) arrivals(id string) []time.Time {
 	return append([]time.Time(nil), r.at[id]...)
 }
 
-
 // scheduleCluster runs two msgapi processes on one embedded store (a hosts
 // the engine, b attaches), sending sms through the webhook provider to rcv.
 func scheduleCluster(t *testing.T, rcv *timedReceiver, secret string) (a, b *proc, envB map[string]string) {
