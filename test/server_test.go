@@ -50,6 +50,39 @@ func binary(t *testing.T) string {
 	return binPath
 }
 
+var (
+	plainOnce sync.Once
+	plainPath string
+	plainErr  error
+)
+
+// plainBinary is cmd/msgapi built without -race, for the tests whose claims
+// are about time (scheduled sends due within seconds): a race-instrumented
+// server on two cores is several times slower, and its store timeouts
+// would be the test's subject. Without -race it is binary.
+func plainBinary(t *testing.T) string {
+	t.Helper()
+	if !raceEnabled {
+		return binary(t)
+	}
+	plainOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "msgapi-plain-")
+		if err != nil {
+			plainErr = err
+			return
+		}
+		plainPath = filepath.Join(dir, "msgapi")
+		out, err := exec.Command("go", "build", "-o", plainPath, "../cmd/msgapi").CombinedOutput()
+		if err != nil {
+			plainErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if plainErr != nil {
+		t.Fatal(plainErr)
+	}
+	return plainPath
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -83,6 +116,12 @@ func (p *proc) Logs() string {
 // waits until /readyz answers 200.
 func start(t *testing.T, env map[string]string) *proc {
 	t.Helper()
+	return startBinary(t, binary(t), env)
+}
+
+// startBinary is start with the binary at bin.
+func startBinary(t *testing.T, bin string, env map[string]string) *proc {
+	t.Helper()
 	addr := env["MSGAPI_ADDR"] // a restart on the same address keeps MSGAPI_PUBLIC_URL right
 	if addr == "" {
 		addr = freeAddr(t)
@@ -94,7 +133,7 @@ func start(t *testing.T, env map[string]string) *proc {
 		}
 	}
 	p := &proc{t: t, url: "http://" + addr, done: make(chan error, 1)}
-	p.cmd = exec.Command(binary(t), "serve")
+	p.cmd = exec.Command(bin, "serve")
 	p.cmd.Env = full
 	pr, pw := io.Pipe()
 	p.cmd.Stdout, p.cmd.Stderr = pw, pw

@@ -552,6 +552,7 @@ const (
 	ProblemCodeMessageNotCancelable ProblemCode = "message_not_cancelable"
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
 	ProblemCodeNotFound             ProblemCode = "not_found"
+	ProblemCodeQuietHours           ProblemCode = "quiet_hours"
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
 	ProblemCodeRequestTooLarge      ProblemCode = "request_too_large"
 	ProblemCodeStoreUnavailable     ProblemCode = "store_unavailable"
@@ -578,6 +579,8 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodeNotFound:
 		return true
+	case ProblemCodeQuietHours:
+		return true
 	case ProblemCodeRateLimited:
 		return true
 	case ProblemCodeRequestTooLarge:
@@ -602,6 +605,24 @@ const (
 func (e ProblemSuccess) Valid() bool {
 	switch e {
 	case ProblemSuccessFalse:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for QuietHoursMode.
+const (
+	Defer  QuietHoursMode = "defer"
+	Refuse QuietHoursMode = "refuse"
+)
+
+// Valid indicates whether the value is a known member of the QuietHoursMode enum.
+func (e QuietHoursMode) Valid() bool {
+	switch e {
+	case Defer:
+		return true
+	case Refuse:
 		return true
 	default:
 		return false
@@ -1818,6 +1839,28 @@ type ProblemCode string
 // ProblemSuccess defines model for Problem.Success.
 type ProblemSuccess bool
 
+// QuietHours defines model for QuietHours.
+type QuietHours struct {
+	// End Before `start` for a window past midnight; never equal to it.
+	//
+	// Example: 08:00
+	End string `json:"end"`
+
+	// Mode `defer`: a send inside the window is scheduled for its end (answered `scheduled`). `refuse`: it is answered `quiet_hours` with `Retry-After` at the end, and nothing is written.
+	Mode QuietHoursMode `json:"mode"`
+
+	// Start Example: 21:00
+	Start string `json:"start"`
+
+	// TimeZone The IANA zone of recipients whose own zone is unknown (email addresses, numbers the time-zone map does not place).
+	//
+	// Example: America/New_York
+	TimeZone string `json:"timeZone"`
+}
+
+// QuietHoursMode `defer`: a send inside the window is scheduled for its end (answered `scheduled`). `refuse`: it is answered `quiet_hours` with `Retry-After` at the end, and nothing is written.
+type QuietHoursMode string
+
 // RateLimit A token bucket on `POST /api/messages`.
 type RateLimit struct {
 	// Burst Requests allowed at once.
@@ -1933,6 +1976,9 @@ type SendRequest struct {
 
 	// IdempotencyKey The `Idempotency-Key`, for callers that cannot set headers; exactly as the header (same rules, 24 h, byte-for-byte replay, 422 for a different request). Both present and different is 400. Not part of the request's fingerprint.
 	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
+
+	// IgnoreQuietHours Send inside the workspace's quiet hours (a transactional text such as a one-time code); logged.
+	IgnoreQuietHours *bool `json:"ignoreQuietHours,omitempty"`
 
 	// LeadId An existing lead of this workspace (404 `lead_not_found` otherwise). Its phone and email fill in missing recipients; its CRM references are updated from this request.
 	LeadId *string `json:"leadId,omitempty"`
@@ -2184,6 +2230,9 @@ type WorkspaceSettings struct {
 	// PendingStatus The status of the "still in flight" answer (server default 200); over `answerProfile`. See Answer profiles.
 	PendingStatus *WorkspaceSettingsPendingStatus `json:"pendingStatus"`
 
+	// QuietHours A daily window in the recipient's local time in which sends are deferred or refused (README, Quiet hours); null for none.
+	QuietHours *QuietHours `json:"quietHours,omitempty"`
+
 	// RateLimit The limit on `POST /api/messages` (server default 20 a second, bursts of 40).
 	RateLimit *RateLimit `json:"rateLimit"`
 
@@ -2215,7 +2264,10 @@ type WorkspaceSettingsPatch struct {
 
 	// PendingStatus The status of the "still in flight" answer (server default 200); over `answerProfile`. See Answer profiles.
 	PendingStatus *WorkspaceSettingsPatchPendingStatus `json:"pendingStatus,omitempty"`
-	RateLimit     *RateLimit                           `json:"rateLimit,omitempty"`
+
+	// QuietHours A daily window in the recipient's local time in which sends are deferred or refused (README, Quiet hours); null for none.
+	QuietHours *QuietHours `json:"quietHours,omitempty"`
+	RateLimit  *RateLimit  `json:"rateLimit,omitempty"`
 
 	// RefusedStatus The status of an answer whose message reached no one by a definite refusal (`failed`, `suppressed`); 200 or 201 is the send's own 2xx (server default). Over `answerProfile`.
 	RefusedStatus *WorkspaceSettingsPatchRefusedStatus `json:"refusedStatus,omitempty"`
