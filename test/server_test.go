@@ -18,69 +18,48 @@ import (
 	"time"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// builds are the server binaries of this test run, built once each: with
+// -race when the tests run with it, and plain (plainBinary).
+var builds = map[bool]*build{true: {}, false: {}}
 
-// binary builds cmd/msgapi once per test run.
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "msgapi-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "msgapi")
-		args := []string{"build", "-o", binPath}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		cmd := exec.Command("go", append(args, "../cmd/msgapi")...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+type build struct {
+	once sync.Once
+	path string
+	err  error
 }
 
-var (
-	plainOnce sync.Once
-	plainPath string
-	plainErr  error
-)
+// binary builds cmd/msgapi once per test run.
+func binary(t *testing.T) string { return buildBinary(t, raceEnabled) }
 
 // plainBinary is cmd/msgapi built without -race, for the tests whose claims
 // are about time (scheduled sends due within seconds): a race-instrumented
 // server on two cores is several times slower, and its store timeouts
 // would be the test's subject. Without -race it is binary.
-func plainBinary(t *testing.T) string {
+func plainBinary(t *testing.T) string { return buildBinary(t, false) }
+
+func buildBinary(t *testing.T, race bool) string {
 	t.Helper()
-	if !raceEnabled {
-		return binary(t)
-	}
-	plainOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "msgapi-plain-")
+	bd := builds[race]
+	bd.once.Do(func() {
+		dir, err := os.MkdirTemp("", "msgapi-bin-")
 		if err != nil {
-			plainErr = err
+			bd.err = err
 			return
 		}
-		plainPath = filepath.Join(dir, "msgapi")
-		out, err := exec.Command("go", "build", "-o", plainPath, "../cmd/msgapi").CombinedOutput()
+		bd.path = filepath.Join(dir, "msgapi")
+		args := []string{"build", "-o", bd.path}
+		if race {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, "../cmd/msgapi")...).CombinedOutput()
 		if err != nil {
-			plainErr = fmt.Errorf("go build: %v\n%s", err, out)
+			bd.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	})
-	if plainErr != nil {
-		t.Fatal(plainErr)
+	if bd.err != nil {
+		t.Fatal(bd.err)
 	}
-	return plainPath
+	return bd.path
 }
 
 func freeAddr(t *testing.T) string {
