@@ -76,6 +76,9 @@ type Store struct {
 	sqlite string // the embedded engine's database file, when we can reach it
 	log    zerolog.Logger
 
+	batchMu sync.Mutex
+	batches map[string]*Batch // group-commit inserters by collection (batch.go)
+
 	reapMu  sync.Mutex
 	reaped  []Collection // collections without a TTL index, and owned ones
 	reapers map[string]ReapFunc

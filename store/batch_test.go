@@ -1,0 +1,170 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/msgapi/msgapi/store"
+	"github.com/msgapi/msgapi/store/storetest"
+)
+
+// insertTogether runs n inserts through b, released together by a
+// barrier, and returns each one's error.
+func insertTogether(t *testing.T, b *store.Batch, n int, doc func(i int) any) []error {
+	t.Helper()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = b.InsertOne(context.Background(), doc(i))
+		})
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
+
+func countDocs(t *testing.T, s *store.Store, coll string) int64 {
+	t.Helper()
+	n, err := s.Collection(coll).CountDocuments(context.Background(), bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Concurrent inserts of distinct documents all land, in fewer commands
+// than inserts: group commit.
+func TestBatchConcurrentInsertsAllLandInFewerCommands(t *testing.T) {
+	s := storetest.New(t, things)
+	b := s.Batch("things")
+	const n = 64
+	before := s.RoundTrips.ByName()["insert"]
+	errs := insertTogether(t, b, n, func(i int) any { return bson.D{{Key: "_id", Value: fmt.Sprintf("d%d", i)}} })
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("insert %d: %v", i, err)
+		}
+	}
+	commands := s.RoundTrips.ByName()["insert"] - before
+	if got := countDocs(t, s, "things"); got != n {
+		t.Errorf("documents stored: got %d, want %d", got, n)
+	}
+	if commands >= n {
+		t.Errorf("insert commands: got %d for %d concurrent inserts, want fewer (batched)", commands, n)
+	}
+	t.Logf("%d concurrent inserts in %d insert commands", n, commands)
+}
+
+// The race every guard rests on, through the batch: of many concurrent
+// inserts of one _id exactly one wins and every other gets a duplicate-key
+// error, whether they share a command or not; the collection holds one
+// document, written by the winner.
+func TestBatchOneWinnerPerID(t *testing.T) {
+	s := storetest.New(t, things)
+	b := s.Batch("things")
+	for round := range 5 {
+		const n = 24
+		id := fmt.Sprintf("k%d", round)
+		// Half the inserts are of the contested _id, half of their own, so
+		// the contested ones travel in batches with others.
+		errs := insertTogether(t, b, n, func(i int) any {
+			if i%2 == 0 {
+				return bson.D{{Key: "_id", Value: id}, {Key: "by", Value: i}}
+			}
+			return bson.D{{Key: "_id", Value: fmt.Sprintf("own-%d-%d", round, i)}}
+		})
+		won, winner := 0, -1
+		for i, err := range errs {
+			switch {
+			case i%2 == 1 && err != nil:
+				t.Errorf("round %d: own insert %d: %v", round, i, err)
+			case i%2 == 1:
+			case err == nil:
+				won++
+				winner = i
+			case !store.IsDuplicateKey(err):
+				t.Errorf("round %d: insert %d: got %v, want a duplicate-key error", round, i, err)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("round %d: %d winners, want exactly 1", round, won)
+		}
+		var got struct {
+			By int `bson:"by"`
+		}
+		if err := s.Collection("things").FindOne(context.Background(), store.ByID(id)).Decode(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got.By != winner {
+			t.Errorf("round %d: the stored document was written by insert %d, the winner was %d", round, got.By, winner)
+		}
+	}
+}
+
+// One call's documents are unordered and decided each alone: a taken _id
+// fails only its own document, and a repeated _id within the call loses
+// to its first occurrence.
+func TestBatchInsertPerDocumentOutcomes(t *testing.T) {
+	s := storetest.New(t, things)
+	b := s.Batch("things")
+	ctx := context.Background()
+	if err := b.InsertOne(ctx, bson.D{{Key: "_id", Value: "taken"}}); err != nil {
+		t.Fatal(err)
+	}
+	errs, err := b.Insert(ctx,
+		bson.D{{Key: "_id", Value: "a"}},
+		bson.D{{Key: "_id", Value: "taken"}},
+		bson.D{{Key: "_id", Value: "b"}},
+		bson.D{{Key: "_id", Value: "a"}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []bool{false, true, false, true} // duplicate?
+	for i, e := range errs {
+		if got := e != nil && store.IsDuplicateKey(e); got != want[i] || (e != nil && !want[i]) {
+			t.Errorf("document %d: got %v, want duplicate=%v", i, e, want[i])
+		}
+	}
+	if got := countDocs(t, s, "things"); got != 3 {
+		t.Errorf("documents stored: got %d, want 3 (taken, a, b)", got)
+	}
+}
+
+// A caller that has already given up sends nothing.
+func TestBatchCanceledCallerSendsNothing(t *testing.T) {
+	s := storetest.New(t, things)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Batch("things").InsertOne(ctx, bson.D{{Key: "_id", Value: "x"}}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := countDocs(t, s, "things"); got != 0 {
+		t.Errorf("documents stored: got %d, want 0", got)
+	}
+}
+
+// A failed batch of several callers is uncertain for each of them: never
+// the server's answer to one document, which a caller could read as
+// "certainly not written"; timeouts stay timeouts.
+func TestUncertainErrorHidesTheServersAnswer(t *testing.T) {
+	server := mongo.CommandError{Code: 2, Message: "bad"}
+	var se mongo.ServerError
+	if errors.As(&store.UncertainError{Err: server}, &se) {
+		t.Error("an uncertain batch error unwraps to a mongo.ServerError")
+	}
+	if !mongo.IsTimeout(&store.UncertainError{Err: fmt.Errorf("insert: %w", context.DeadlineExceeded)}) {
+		t.Error("an uncertain batch error that timed out is not a timeout")
+	}
+}
