@@ -19,6 +19,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/egress"
 	"github.com/msgapi/msgapi/events"
@@ -107,7 +109,16 @@ func (o *Outbox) Run(ctx context.Context) {
 		wg.Wait()
 	}()
 	for {
-		o.pass(ctx, work)
+		if o.pass(ctx, work) > 0 {
+			// Events are coming in: let them gather for a moment, so that
+			// the next pass archives many in the same few commands rather
+			// than a few in as many.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(passLinger):
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -117,10 +128,16 @@ func (o *Outbox) Run(ctx context.Context) {
 	}
 }
 
+// passLinger is the least time between two passes that found pending
+// events: under load a pass then archives tens of events in the commands
+// it would spend on a few, for at most this much added latency per event.
+const passLinger = 50 * time.Millisecond
+
 // pass handles one batch of pending events and queues due deliveries
 // without blocking (a full queue waits for the next pass). A new event's
-// deliveries are queued as soon as they exist.
-func (o *Outbox) pass(ctx context.Context, work chan<- delivery) {
+// deliveries are queued as soon as they exist. It returns how many pending
+// events it found.
+func (o *Outbox) pass(ctx context.Context, work chan<- delivery) int {
 	var pend []event
 	if cur, err := o.pending.Find(ctx, bson.D{}, options.Find().SetLimit(BatchSize)); err == nil {
 		_ = cur.All(ctx, &pend)
@@ -130,7 +147,12 @@ func (o *Outbox) pass(ctx context.Context, work chan<- delivery) {
 	// Processes that share the store take the batch in different orders,
 	// so they split it rather than redo each other's work.
 	rand.Shuffle(len(pend), func(i, j int) { pend[i], pend[j] = pend[j], pend[i] })
+	var quiet []event // events no endpoint wants: most of them
 	for _, e := range pend {
+		if eps, err := o.subscribed(ctx, e.WorkspaceID, e.Type); err == nil && len(eps) == 0 {
+			quiet = append(quiet, e)
+			continue
+		}
 		ds, err := o.archive(ctx, e)
 		if err != nil && ctx.Err() == nil {
 			o.log.Warn().Err(err).Str("event", events.WebhookStoreError).Str("eventId", e.ID).Msg("outbox: schedule event")
@@ -138,6 +160,9 @@ func (o *Outbox) pass(ctx context.Context, work chan<- delivery) {
 		for _, d := range ds {
 			o.enqueue(d, work)
 		}
+	}
+	if err := o.archiveQuiet(ctx, quiet, len(pend) < BatchSize); err != nil && ctx.Err() == nil {
+		o.log.Warn().Err(err).Str("event", events.WebhookStoreError).Int("events", len(quiet)).Msg("outbox: archive events")
 	}
 
 	var due []delivery
@@ -159,6 +184,7 @@ func (o *Outbox) pass(ctx context.Context, work chan<- delivery) {
 		o.countedAt = o.now()
 		o.opts.Metrics.WebhookBacklog(countUpTo(ctx, o.pending), countUpTo(ctx, o.deliveries))
 	}
+	return len(pend)
 }
 
 // backlogCap bounds a backlog count: past it the gauge says backlogCap
@@ -329,6 +355,106 @@ func (o *Outbox) archiveUnsubscribed(ctx context.Context, e event) error {
 	}
 	if _, err := o.pending.DeleteOne(ctx, store.ByID(e.ID)); err != nil {
 		return fmt.Errorf("delete pending event %s: %w", e.ID, err)
+	}
+	return nil
+}
+
+// archiveQuiet archives events no endpoint wants, together: what
+// archiveUnsubscribed does for one, in a few commands for all of them —
+// the log entries in one insert command, the archives in another, the
+// pending documents in one delete (store.Batch: on the embedded engine's
+// one writer a command costs far more than a document). The steps keep
+// their order, so a crash between them leaves the pending documents, and
+// the next pass finds what the last one wrote. wholeBacklog says pend held
+// every pending document when it was read (fewer than BatchSize): then the
+// delete is one command even on the embedded engine, where its filter reads
+// the whole (short) collection.
+func (o *Outbox) archiveQuiet(ctx context.Context, evs []event, wholeBacklog bool) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	// Archived already (a repeated fact, a pass that died before its
+	// delete)? One read by _id each, a few at a time.
+	have := make([]*event, len(evs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i, e := range evs {
+		g.Go(func() error {
+			var h event
+			err := o.events.FindOne(gctx, store.ByID(e.ID)).Decode(&h)
+			switch {
+			case err == nil:
+				have[i] = &h
+			case !store.IsNotFound(err):
+				return fmt.Errorf("read event %s: %w", e.ID, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	var fresh, done []event
+	for i, e := range evs {
+		switch {
+		case have[i] == nil:
+			fresh = append(fresh, e)
+		case have[i].Scheduled:
+			done = append(done, e)
+		default: // an archive an older process left unmarked
+			if err := o.archiveUnsubscribed(ctx, e); err != nil {
+				return err
+			}
+		}
+	}
+	written, logErr := o.appendLogs(ctx, fresh)
+	if len(written) > 0 {
+		docs := make([]any, len(written))
+		for i, e := range written {
+			e.Scheduled, e.ExpiresAt = true, e.CreatedAt.Add(Retention)
+			docs[i] = e
+		}
+		errs, err := o.eventsBatch.Insert(ctx, docs...)
+		if err != nil {
+			return errors.Join(logErr, fmt.Errorf("archive %d events: %w", len(written), err))
+		}
+		for i, e := range written {
+			switch {
+			case errs[i] == nil:
+			case store.IsDuplicateKey(errs[i]):
+				// Archived meanwhile by another process: marked, as in
+				// archiveUnsubscribed.
+				if _, err := o.events.UpdateOne(ctx, store.ByID(e.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "scheduled", Value: true}}}}); err != nil {
+					return errors.Join(logErr, fmt.Errorf("archive event %s: %w", e.ID, err))
+				}
+			default:
+				continue // stays pending
+			}
+			done = append(done, e)
+		}
+	}
+	return errors.Join(logErr, o.deletePending(ctx, done, wholeBacklog))
+}
+
+// deletePending deletes handled events from outbox_pending. On MongoDB, and
+// on the embedded engine when the collection is short (wholeBacklog), in
+// one command; otherwise one statement per document by _id, ten to a
+// command (store.DeleteIDs), since a filter beyond {_id} would read the
+// whole backlog.
+func (o *Outbox) deletePending(ctx context.Context, evs []event, wholeBacklog bool) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	ids := make([]any, len(evs))
+	for i, e := range evs {
+		ids[i] = e.ID
+	}
+	if o.store.PushesDownOnlyID() && !wholeBacklog {
+		_, err := o.store.DeleteIDs(ctx, collPending, ids)
+		return err
+	}
+	if _, err := o.pending.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}); err != nil {
+		return fmt.Errorf("delete %d pending events: %w", len(ids), err)
 	}
 	return nil
 }

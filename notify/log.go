@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -76,6 +77,96 @@ func (o *Outbox) appendLog(ctx context.Context, e event) error {
 		n++
 	}
 	return fmt.Errorf("append event %s to the log: no free slot", e.ID)
+}
+
+// appendLogs puts each event into its workspace's log at the first free
+// slots: one insert command per round for all of them (store.Batch); an
+// entry whose slot another writer took is tried again at the next free
+// one. It returns the events whose entry is written; the others stay
+// pending (the error says why), and this process's next append starts at
+// the lowest slot whose insert failed, so a gap is filled, never left.
+func (o *Outbox) appendLogs(ctx context.Context, evs []event) (written []event, err error) {
+	byWS := map[string][]event{}
+	var order []string
+	for _, e := range evs {
+		if _, ok := byWS[e.WorkspaceID]; !ok {
+			order = append(order, e.WorkspaceID)
+		}
+		byWS[e.WorkspaceID] = append(byWS[e.WorkspaceID], e)
+	}
+	var errs []error
+	for _, ws := range order {
+		w, err := o.appendWorkspace(ctx, ws, byWS[ws])
+		written = append(written, w...)
+		errs = append(errs, err)
+	}
+	return written, errors.Join(errs...)
+}
+
+// appendWorkspace is appendLogs for one workspace's events.
+func (o *Outbox) appendWorkspace(ctx context.Context, ws string, evs []event) (written []event, err error) {
+	n, err := o.nextFree(ctx, ws)
+	if err != nil {
+		return nil, err
+	}
+	resume := int64(-1) // the lowest slot whose insert failed
+	hint := int64(0)
+	defer func() {
+		if resume < 0 {
+			resume = n
+		}
+		o.seqMu.Lock()
+		if len(o.nextSeq) >= 10000 {
+			clear(o.nextSeq)
+		}
+		o.nextSeq[ws] = resume
+		o.seqMu.Unlock()
+		if hint > 0 {
+			_, _ = o.evlog.UpdateOne(ctx, store.ByID(headID(ws)), bson.D{{Key: "$max", Value: bson.D{{Key: "seq", Value: hint}}}}, upsert())
+		}
+	}()
+	pending := evs
+	for round := 0; len(pending) > 0; round++ {
+		if round >= 64 {
+			return written, fmt.Errorf("append %d events to the log: no free slot after %d rounds", len(pending), round)
+		}
+		docs := make([]any, len(pending))
+		slots := make([]int64, len(pending))
+		for i, e := range pending {
+			slots[i] = n
+			docs[i] = logEntry{ID: logID(ws, n), WorkspaceID: ws, Seq: n, EventID: e.ID,
+				Type: e.Type, CreatedAt: e.CreatedAt, Payload: e.Payload, ExpiresAt: e.CreatedAt.Add(Retention)}
+			n++
+		}
+		errs, err := o.logBatch.Insert(ctx, docs...)
+		if err != nil {
+			resume = slots[0]
+			return written, fmt.Errorf("append %d events to the log: %w", len(pending), err)
+		}
+		var retry []event
+		var failed error
+		for i, e := range pending {
+			switch {
+			case errs[i] == nil:
+				written = append(written, e)
+				if slots[i]%hintEvery == 0 {
+					hint = max(hint, slots[i])
+				}
+			case store.IsDuplicateKey(errs[i]):
+				retry = append(retry, e) // another writer took the slot
+			default:
+				if resume < 0 || slots[i] < resume {
+					resume = slots[i]
+				}
+				failed = errors.Join(failed, fmt.Errorf("append event %s to the log: %w", e.ID, errs[i]))
+			}
+		}
+		if failed != nil {
+			return written, failed
+		}
+		pending = retry
+	}
+	return written, nil
 }
 
 // nextFree is the first slot worth trying: this process's last append + 1,

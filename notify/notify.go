@@ -222,6 +222,9 @@ type Outbox struct {
 	opts                               Options
 	log                                zerolog.Logger
 	pending, events, evlog, deliveries *mongo.Collection
+	pendingBatch                       *store.Batch // Record's inserts, batched with concurrent ones
+	eventsBatch, logBatch              *store.Batch // the archive's and the log's inserts (archiveQuiet)
+	store                              *store.Store
 	attempts, results, endpoints       *mongo.Collection
 	slots                              *mongo.Collection
 	client                             *http.Client
@@ -279,7 +282,8 @@ func New(o Options) *Outbox {
 	s := o.Store
 	return &Outbox{
 		opts: o, log: o.Log,
-		pending: s.Collection(collPending), events: s.Collection(collEvents), evlog: s.Collection(collLog),
+		pending: s.Collection(collPending), pendingBatch: s.Batch(collPending), events: s.Collection(collEvents), evlog: s.Collection(collLog),
+		eventsBatch: s.Batch(collEvents), logBatch: s.Batch(collLog), store: s,
 		deliveries: s.Collection(collDeliveries), attempts: s.Collection(collAttempts), results: s.Collection(collResults),
 		endpoints: s.Collection(collEndpoints), slots: s.Collection(collSlots),
 		client:   client,
@@ -308,7 +312,7 @@ func (o *Outbox) Record(ctx context.Context, f Fact) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("encode event %s: %w", id, err)
 	}
-	_, err = o.pending.InsertOne(ctx, event{ID: id, WorkspaceID: f.WorkspaceID, Type: f.Type, SubjectID: f.SubjectID, CreatedAt: at, Payload: string(body)})
+	err = o.pendingBatch.InsertOne(ctx, event{ID: id, WorkspaceID: f.WorkspaceID, Type: f.Type, SubjectID: f.SubjectID, CreatedAt: at, Payload: string(body)})
 	switch {
 	case err == nil:
 		o.Wake()
