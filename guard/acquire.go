@@ -25,9 +25,13 @@ const refuseRetryAfter = 5 * time.Second
 // pre-allocated messageID. messageID must be fresh for every call: a lock
 // generation is identified by it.
 //
-// The winner's Acquire costs one round trip (the insert). A duplicate whose
-// sibling is already written costs three: the insert, the lock read and the
-// sibling read.
+// The lock is read first: a live lock makes the request a duplicate (or a
+// waiter, or a taker) without a write, and only a request that finds no
+// lock inserts one, the insert deciding, as ever, which of several such
+// requests wins. So the winner's Acquire costs two round trips (the read
+// and the insert), and a duplicate whose sibling is already written two
+// reads (the lock and the sibling) and no write: on the embedded engine a
+// losing insert costs the one writer as much as a winning one.
 //
 // The only store error that lets the request send is a failure of the first
 // insert (Unguarded). Once a live lock is known to exist, a store error is
@@ -66,6 +70,11 @@ func (g *Guard) AcquireWith(ctx context.Context, k Key, messageID string, l Limi
 }
 
 func (g *Guard) acquire(ctx context.Context, l Limits, workspaceID, lockID, messageID string) (Decision, error) {
+	if v, err := g.observe(ctx, lockID); err == nil && v != nil {
+		return g.contendFrom(ctx, l, workspaceID, lockID, messageID, v)
+	}
+	// No lock (or the read failed, which the insert's own outcome decides
+	// below): the insert decides.
 	err := g.insertLock(ctx, workspaceID, lockID, messageID, l.Window)
 	switch {
 	case err == nil:
@@ -102,7 +111,17 @@ func (g *Guard) acquire(ctx context.Context, l Limits, workspaceID, lockID, mess
 // lock over when the holder is gone, and otherwise returns its message or
 // waits for it.
 func (g *Guard) contend(ctx context.Context, l Limits, workspaceID, lockID, messageID string) (Decision, error) {
+	v, err := g.observe(ctx, lockID)
+	if err != nil {
+		return Decision{}, err
+	}
+	return g.contendFrom(ctx, l, workspaceID, lockID, messageID, v)
+}
+
+// contendFrom is contend from the lock as v shows it (nil: none).
+func (g *Guard) contendFrom(ctx context.Context, l Limits, workspaceID, lockID, messageID string, v *view) (Decision, error) {
 	var (
+		err   error
 		sib   *Sibling  // the holder's message, when wait has just read it
 		until time.Time // end of the wait (real clock), set when waiting starts
 		seen  = holders{}
@@ -113,7 +132,6 @@ func (g *Guard) contend(ctx context.Context, l Limits, workspaceID, lockID, mess
 		}
 		return events.ModeLockResolvedPolled
 	}
-	v, err := g.observe(ctx, lockID)
 	for step := 0; step < maxSteps; step++ {
 		if err != nil {
 			return Decision{}, err

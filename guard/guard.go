@@ -134,6 +134,7 @@ type Decision struct {
 type Guard struct {
 	o         Options
 	locks     *mongo.Collection
+	lockBatch *store.Batch // the lock inserts of concurrent requests, one command (store.Batch)
 	takeovers *mongo.Collection
 
 	mu      sync.Mutex
@@ -165,7 +166,7 @@ func New(o Options) *Guard {
 	// On a replica set every collection writes with majority and reads the
 	// primary (store.Open), so a lock survives a failover.
 	locks, takeovers := o.Store.Collection(locksName), o.Store.Collection(takeoversName)
-	g := &Guard{o: o, locks: locks, takeovers: takeovers, flights: map[string]*flight{}, seen: map[string]time.Time{}}
+	g := &Guard{o: o, locks: locks, lockBatch: o.Store.Batch(locksName), takeovers: takeovers, flights: map[string]*flight{}, seen: map[string]time.Time{}}
 	o.Store.ReapWith(locksName, g.Reap)
 	return g
 }

@@ -71,11 +71,10 @@ func viewOf(l lockDoc) *view {
 // insertLock tries to win the lock for messageID, for window.
 func (g *Guard) insertLock(ctx context.Context, workspaceID, lockID, messageID string, window time.Duration) error {
 	now := g.now()
-	_, err := g.locks.InsertOne(ctx, lockDoc{
+	return g.lockBatch.InsertOne(ctx, lockDoc{
 		ID: lockID, WorkspaceID: workspaceID, MessageID: messageID,
 		CreatedAt: now, ExpiresAt: now.Add(window),
 	})
-	return err
 }
 
 // observe reads the lock; nil when there is none.

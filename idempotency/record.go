@@ -92,8 +92,7 @@ func (k *Keys) find(ctx context.Context, id string) (rec record, found bool, err
 // insert claims an absent record. A duplicate-key error (someone else's
 // insert won) is returned as is for store.IsDuplicateKey.
 func (k *Keys) insert(ctx context.Context, rec record) error {
-	_, err := k.store.Collection(keysCollection).InsertOne(ctx, rec)
-	return err
+	return k.store.Batch(keysCollection).InsertOne(ctx, rec)
 }
 
 // win inserts the takeover document for generation (recordID, token). Only
@@ -106,7 +105,7 @@ func (k *Keys) win(ctx context.Context, recordID, token, by string, now time.Tim
 	// minute), so a winner that died before rewriting the record blocks the
 	// key only until the TTL index or the reaper removes the document.
 	life := max(k.lease, time.Minute)
-	_, err = k.store.Collection(takeoversCollection).InsertOne(ctx, takeover{
+	err = k.store.Batch(takeoversCollection).InsertOne(ctx, takeover{
 		ID: takeoverID(recordID, token), RecordID: recordID, Replaced: token, By: by,
 		At: now, ExpiresAt: now.Add(life),
 	})

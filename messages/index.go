@@ -30,10 +30,14 @@ package messages
 // cold start costs a few reads, not a walk over the feed.
 //
 // Writes happen after the message insert (the commit point: a fenced id gets
-// a tombstone and never an entry), in one ordered insert command: a marker
-// mx_<messageId> first, then the three entries. The marker makes indexing
-// idempotent — an inbound redelivery that finds the message already written
-// indexes it only if no marker exists. Slots this process reserved but could
+// a tombstone and never an entry): a marker mx_<messageId> and the three
+// entries. A message whose insert this request won is indexed by it alone,
+// so its documents go unordered, in one insert command with those of the
+// requests indexing at the same time (store.Batch). The marker makes
+// indexing idempotent for the one caller that may repeat it: an inbound
+// redelivery that finds the message already written (IndexOnce) reads the
+// marker and indexes only if there is none, in one ordered insert command,
+// marker first, so that of two such redeliveries only one writes entries. Slots this process reserved but could
 // not use are filled with empty entries, so the prefix stays dense; readers
 // skip them, and skip entries whose message is missing or a tombstone.
 
@@ -183,7 +187,61 @@ func (h *heads) entry(feed string) *feedHead {
 // lost slot) or the feed is new to this process (a hint read and a few
 // probes).
 func (s *Store) Index(ctx context.Context, m *Message, fresh bool) error {
-	return s.index(ctx, m, fresh)
+	feeds, slots, err := s.reserve(ctx, m, fresh)
+	if err != nil {
+		return err
+	}
+	pending := []int{0, 1, 2} // feeds whose entry is not written yet
+	docs := []any{indexMarker{ID: markerID(m.ID), MessageID: m.ID, CreatedAt: m.CreatedAt}}
+	lost := [3]int{}
+	for attempt := 0; ; attempt++ {
+		if attempt >= maxSlotAttempts {
+			s.fill(ctx, feeds, slots, pending)
+			return msgapi.Unavailable(fmt.Errorf("index message %s: no free slot after %d attempts", m.ID, attempt))
+		}
+		for _, i := range pending {
+			docs = append(docs, entryFor(m, slotID(feeds[i], slots[i])))
+		}
+		errs, err := s.idxBatch.Insert(ctx, docs...)
+		if err != nil {
+			// The insert may or may not have landed, and the slots stay
+			// ours: fill what we reserved so readers are not stopped by a
+			// gap (a filler that loses to our own landed entry is harmless).
+			s.fill(ctx, feeds, slots, pending)
+			return msgapi.Unavailable(fmt.Errorf("index message %s: %w", m.ID, err))
+		}
+		entryErrs := errs[len(errs)-len(pending):]
+		if len(docs) > len(pending) && errs[0] != nil && !store.IsDuplicateKey(errs[0]) {
+			s.fill(ctx, feeds, slots, pending)
+			return msgapi.Unavailable(fmt.Errorf("index message %s: marker: %w", m.ID, errs[0]))
+		}
+		var retry []int
+		for j, i := range pending {
+			switch e := entryErrs[j]; {
+			case e == nil:
+				s.heads.saw(feeds[i], slots[i])
+			case store.IsDuplicateKey(e):
+				// Another process took this slot: it is taken, so the next
+				// one is ours to try. After a few losses, look for the head.
+				s.heads.saw(feeds[i], slots[i])
+				if lost[i]++; lost[i] >= 3 {
+					if _, err := s.findHead(ctx, feeds[i]); err != nil {
+						s.fill(ctx, feeds, slots, append(retry, pending[j:]...))
+						return err
+					}
+				}
+				slots[i] = s.heads.reserve(feeds[i])
+				retry = append(retry, i)
+			default:
+				s.fill(ctx, feeds, slots, append(retry, pending[j:]...))
+				return msgapi.Unavailable(fmt.Errorf("index message %s: %w", m.ID, e))
+			}
+		}
+		if len(retry) == 0 {
+			return nil
+		}
+		pending, docs = retry, nil
+	}
 }
 
 // IndexOnce indexes a written message that may have been indexed already
@@ -202,7 +260,7 @@ func (s *Store) IndexOnce(ctx context.Context, messageID string) error {
 	if err != nil || !found || m.Status == StatusTombstone {
 		return err
 	}
-	return s.index(ctx, &m, false)
+	return s.indexOrdered(ctx, &m, false)
 }
 
 // maxSlotAttempts bounds one message's tries for a free entry in its feeds.
@@ -212,20 +270,33 @@ func (s *Store) IndexOnce(ctx context.Context, messageID string) error {
 // machine.
 const maxSlotAttempts = 64
 
-func (s *Store) index(ctx context.Context, m *Message, fresh bool) error {
-	feeds := [3]string{
+// reserve names m's three feeds and reserves a slot in each, finding the
+// head of a feed this process has not seen (the lead's and conversation's
+// feeds of a lead created by this request are new: fresh).
+func (s *Store) reserve(ctx context.Context, m *Message, fresh bool) (feeds [3]string, slots [3]int64, err error) {
+	feeds = [3]string{
 		feedKey(m.WorkspaceID, feedWorkspace, m.WorkspaceID),
 		feedKey(m.WorkspaceID, feedLead, m.LeadID),
 		feedKey(m.WorkspaceID, feedConversation, m.ConversationID),
 	}
-	var slots [3]int64
 	for i, f := range feeds {
 		if _, known := s.heads.get(f); !known && !(fresh && i > 0) {
 			if _, err := s.findHead(ctx, f); err != nil {
-				return err
+				return feeds, slots, err
 			}
 		}
 		slots[i] = s.heads.reserve(f)
+	}
+	return feeds, slots, nil
+}
+
+// indexOrdered indexes m with its marker first, in one ordered insert
+// command: if the marker exists (another caller indexed m), nothing else is
+// written.
+func (s *Store) indexOrdered(ctx context.Context, m *Message, fresh bool) error {
+	feeds, slots, err := s.reserve(ctx, m, fresh)
+	if err != nil {
+		return err
 	}
 	pending := []int{0, 1, 2} // feeds whose entry is not written yet
 	withMarker := true

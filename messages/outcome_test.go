@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/msgapi/msgapi/store/storetest"
@@ -78,6 +79,45 @@ func TestFrom(t *testing.T) {
 	for _, from := range []string{StatusSending, StatusSent, StatusCanceled, StatusSuppressed} {
 		if CanMove(from, StatusScheduled) || CanMove(from, StatusCanceled) {
 			t.Errorf("%s may move back to scheduled or on to canceled", from)
+		}
+	}
+}
+
+// The first outcome of a message is decided by an insert, so racing
+// writers of two outcomes from two processes — the provider's late "sent"
+// and the sweeper's "unknown" — end, every time, where the state machine
+// allows: sent (unknown may move up to sent, sent never back to unknown).
+// With the outcome written by _id alone, the last writer won.
+func TestRacingOutcomesNeverMoveBackwards(t *testing.T) {
+	st := storetest.New(t, Collections...)
+	stores := []*Store{NewStore(st), NewStore(storetest.Second(t, st))}
+	ctx := context.Background()
+	for round := range 40 {
+		id := fmt.Sprintf("msg_race_%d", round)
+		if err := stores[0].Insert(ctx, &Message{ID: id, WorkspaceID: "ws_a", Direction: "outbound", Status: StatusSending}); err != nil {
+			t.Fatal(err)
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, to := range []string{StatusUnknown, StatusSent} {
+			wg.Go(func() {
+				m := Message{ID: id, WorkspaceID: "ws_a", Direction: "outbound", Status: to}
+				<-start
+				errs[i] = stores[(i+round)%2].RecordOutcome(ctx, &m)
+			})
+		}
+		close(start)
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := stores[0].Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != StatusSent {
+			t.Fatalf("round %d: racing unknown and sent ended %s, want sent", round, got.Status)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -27,7 +28,11 @@ import (
 )
 
 // Collections used by this package.
-var Collections = []store.Collection{{Name: "leads"}, {Name: "conversations"}, {Name: "messages"}, {Name: IndexCollection}}
+var Collections = []store.Collection{{Name: "leads"}, {Name: "conversations"}, {Name: "messages"}, {Name: OutcomesCollection}, {Name: IndexCollection}}
+
+// OutcomesCollection holds each outbound message's status after its commit
+// point, under the message's id (outcome.go).
+const OutcomesCollection = "message_outcomes"
 
 // The channels a message can be sent on.
 const (
@@ -171,8 +176,13 @@ func null(s string) *string {
 // Store reads and writes leads, conversations and messages.
 type Store struct {
 	leads, convs, msgs *mongo.Collection
+	msgBatch           *store.Batch // message inserts of concurrent requests, one command (store.Batch)
+	outs               *mongo.Collection
+	outBatch           *store.Batch      // outcome inserts (outcome.go)
 	idx                *mongo.Collection // the feeds that list messages (index.go)
+	idxBatch           *store.Batch      // Index's inserts, batched with concurrent ones
 	heads              *heads
+	convsSeen          *seenSet // conversations known to exist (never deleted)
 	now                func() time.Time
 	// onOutcome records the event of a status (package notify), before the
 	// status itself is written; nil records none.
@@ -190,8 +200,9 @@ func (s *Store) OnOutcome(f func(ctx context.Context, m Message) error) { s.onOu
 // NewStore returns a Store on s.
 func NewStore(s *store.Store) *Store {
 	return &Store{
-		leads: s.Collection("leads"), convs: s.Collection("conversations"), msgs: s.Collection("messages"),
-		idx: s.Collection(IndexCollection), heads: newHeads(), onlyID: s.PushesDownOnlyID(),
+		leads: s.Collection("leads"), convs: s.Collection("conversations"), msgs: s.Collection("messages"), msgBatch: s.Batch("messages"),
+		outs: s.Collection(OutcomesCollection), outBatch: s.Batch(OutcomesCollection),
+		idx: s.Collection(IndexCollection), idxBatch: s.Batch(IndexCollection), heads: newHeads(), convsSeen: newSeenSet(maxFeeds), onlyID: s.PushesDownOnlyID(),
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
 	}
 }
@@ -284,11 +295,18 @@ func (c CRMRefs) merge(in CRMRefs) CRMRefs {
 // EnsureConversation returns the id of the thread with (phone, else email),
 // creating it if needed. fresh says the lead was just created, so the thread
 // almost certainly does not exist and the read is skipped.
+//
+// A conversation is never deleted, so one this process has seen is not read
+// again.
 func (s *Store) EnsureConversation(ctx context.Context, workspaceID, leadID, phone, email string, fresh bool) (string, error) {
 	id := ConversationID(workspaceID, phone, email)
+	if s.convsSeen.has(id) {
+		return id, nil
+	}
 	if !fresh {
 		err := s.convs.FindOne(ctx, store.ByID(id)).Err()
 		if err == nil {
+			s.convsSeen.add(id)
 			return id, nil
 		}
 		if !store.IsNotFound(err) {
@@ -299,7 +317,37 @@ func (s *Store) EnsureConversation(ctx context.Context, workspaceID, leadID, pho
 	if err != nil && !store.IsDuplicateKey(err) {
 		return "", msgapi.Unavailable(fmt.Errorf("insert conversation: %w", err))
 	}
+	s.convsSeen.add(id)
 	return id, nil
+}
+
+// seenSet is a bounded set of ids: past max one is forgotten (the next use
+// of it costs a read, nothing more).
+type seenSet struct {
+	mu  sync.Mutex
+	ids map[string]struct{}
+	max int
+}
+
+func newSeenSet(max int) *seenSet { return &seenSet{ids: map[string]struct{}{}, max: max} }
+
+func (s *seenSet) has(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.ids[id]
+	return ok
+}
+
+func (s *seenSet) add(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ids) >= s.max {
+		for k := range s.ids { // forget one
+			delete(s.ids, k)
+			break
+		}
+	}
+	s.ids[id] = struct{}{}
 }
 
 // ErrFenced is Insert's answer when a tombstone already holds the message's
@@ -312,11 +360,13 @@ var ErrFenced = errors.New("message id fenced: the request was declared gone bef
 // only if it wins. It loses (ErrFenced) only to a tombstone under the same
 // id, since message ids are never reused.
 func (s *Store) Insert(ctx context.Context, m *Message) error {
-	now := s.now()
-	m.CreatedAt, m.UpdatedAt = now, now
+	if m.CreatedAt.IsZero() {
+		now := s.now()
+		m.CreatedAt, m.UpdatedAt = now, now
+	}
 	doc := *m
 	doc.Metadata = bsonSafe(m.Metadata)
-	_, err := s.msgs.InsertOne(ctx, doc)
+	err := s.msgBatch.InsertOne(ctx, doc)
 	switch {
 	case err == nil:
 		return nil
@@ -326,6 +376,26 @@ func (s *Store) Insert(ctx context.Context, m *Message) error {
 		return fmt.Errorf("insert message %s: %w: %w", m.ID, ErrFenced, err)
 	}
 	return msgapi.Unavailable(fmt.Errorf("insert message %s: %w", m.ID, err))
+}
+
+// InsertIndexed is Insert and Index at once: the message's listing entries
+// go out beside its insert instead of after it, so a send waits for one
+// write, not two. An entry whose message then lost its insert (fenced)
+// names a tombstone, which readers skip, as they skip an entry whose
+// message is missing. err is Insert's; indexErr is Index's, when the
+// insert won (the message exists but is missing from the listing).
+func (s *Store) InsertIndexed(ctx context.Context, m *Message, fresh bool) (indexErr, err error) {
+	now := s.now()
+	m.CreatedAt, m.UpdatedAt = now, now
+	idx := *m
+	done := make(chan error, 1)
+	go func() { done <- s.Index(ctx, &idx, fresh) }()
+	err = s.Insert(ctx, m)
+	indexErr = <-done
+	if err != nil {
+		return nil, err
+	}
+	return indexErr, nil
 }
 
 // UnfencedForTests returns a copy of s whose Fence writes nothing: it only
@@ -438,95 +508,6 @@ func (s *Store) FenceAsDuplicate(ctx context.Context, id, duplicateOf string) er
 		return msgapi.Unavailable(fmt.Errorf("fence message %s: %w", id, err))
 	}
 	return nil
-}
-
-// RecordOutcome moves a message to m.Status: the one place an outbound
-// status is written (the send path, the outcome sweeper and delivery
-// receipts). It is idempotent and safe to repeat until it lands:
-//
-//  1. the outcome's event is recorded first (OnOutcome; its _id is derived
-//     from the message and the status, so a repeat is a no-op), so a crash
-//     after the status write can never lose the event;
-//  2. the status is written only over a state that may move to it
-//     (messages.From), so a late or repeated outcome never moves a message
-//     backwards. The filter is atomic on MongoDB; on the embedded engine
-//     receipts re-check after writing (package receipts).
-//
-// m needs ID and Status. With WorkspaceID set, m is the caller's whole
-// message and its stored status is one that may move to m.Status (the send
-// path: sending; receipts check CanMove themselves). Without it (a sweeper
-// that knows only the id), the message is read first, and an outcome it
-// cannot move to records nothing, not even an event (one extra read).
-func (s *Store) RecordOutcome(ctx context.Context, m *Message) error {
-	if m.WorkspaceID == "" && s.onOutcome != nil {
-		cur, found, err := s.Get(ctx, m.ID)
-		if err != nil {
-			return fmt.Errorf("record outcome of %s: %w", m.ID, err)
-		}
-		if !found {
-			return fmt.Errorf("record outcome of %s: no such message", m.ID)
-		}
-		if !CanMove(cur.Status, m.Status) {
-			return nil // already there, or past it
-		}
-		cur.Status, cur.Error, cur.ErrorCode, cur.StatusAt = m.Status, m.Error, m.ErrorCode, m.StatusAt
-		if m.ProviderMessageID != "" {
-			cur.ProviderMessageID = m.ProviderMessageID
-		}
-		*m = cur
-	}
-	m.UpdatedAt = s.now()
-	if s.onOutcome != nil {
-		if err := s.onOutcome(ctx, *m); err != nil {
-			return fmt.Errorf("record outcome event of %s: %w", m.ID, err)
-		}
-	}
-	set := bson.D{{Key: "status", Value: m.Status}, {Key: "updatedAt", Value: m.UpdatedAt}}
-	for _, f := range []struct{ k, v string }{{"provider", m.Provider}, {"providerMessageId", m.ProviderMessageID}, {"error", m.Error}, {"errorCode", m.ErrorCode}} {
-		if f.v != "" {
-			set = append(set, bson.E{Key: f.k, Value: f.v})
-		}
-	}
-	if m.StatusAt != nil {
-		set = append(set, bson.E{Key: "statusAt", Value: *m.StatusAt})
-	}
-	// On MongoDB the move is conditional and atomic. On the embedded engine
-	// a second filter key would make every outcome write scan the whole
-	// collection; there the caller's read decided the move (CanMove), and a
-	// write racing it within the same milliseconds can still land last.
-	filter := bson.D{{Key: "_id", Value: m.ID}}
-	if !s.onlyID {
-		filter = append(filter, bson.E{Key: "status", Value: bson.D{{Key: "$in", Value: From(m.Status)}}})
-	}
-	if _, err := s.msgs.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}); err != nil {
-		return fmt.Errorf("record outcome of %s: %w", m.ID, err)
-	}
-	return nil
-}
-
-// MarkNotSent records that a written message was never handed to its
-// provider (the request failed right after the insert): it is failed, so it
-// blocks nothing and no sweeper takes it for a lost outcome.
-func (s *Store) MarkNotSent(ctx context.Context, id, reason string) error {
-	set := bson.D{{Key: "status", Value: StatusFailed}, {Key: "error", Value: reason}, {Key: "updatedAt", Value: s.now()}}
-	if _, err := s.msgs.UpdateOne(ctx, store.ByID(id), bson.D{{Key: "$set", Value: set}}); err != nil {
-		return msgapi.Unavailable(fmt.Errorf("mark message %s not sent: %w", id, err))
-	}
-	return nil
-}
-
-// Get reads a message by id; found=false when it does not exist (yet).
-func (s *Store) Get(ctx context.Context, id string) (Message, bool, error) {
-	var m Message
-	err := s.msgs.FindOne(ctx, store.ByID(id)).Decode(&m)
-	switch {
-	case store.IsNotFound(err):
-		return Message{}, false, nil
-	case err != nil:
-		return Message{}, false, msgapi.Unavailable(fmt.Errorf("read message %s: %w", id, err))
-	}
-	m.Metadata = jsonSafe(m.Metadata)
-	return m, true, nil
 }
 
 // GetForWorkspace reads a workspace's message; another workspace's is 404.

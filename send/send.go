@@ -324,7 +324,8 @@ func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte,
 			return Answer{}, err
 		}
 	}
-	if err := o.Messages.Insert(ctx, m); errors.Is(err, messages.ErrFenced) {
+	indexErr, err := o.Messages.InsertIndexed(ctx, m, created)
+	if errors.Is(err, messages.ErrFenced) {
 		// Declared gone while it stalled (lease, operator delete, a
 		// takeover of its key): whoever fenced it sends instead. Nothing
 		// was sent; the caller retries and gets that message. (A
@@ -345,11 +346,11 @@ func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte,
 	o.Guard.Written(msgID)
 	s.inflight.Store(msgID, ws.ID)
 	defer s.inflight.Delete(msgID)
-	// The listing index, after the commit point (one insert command). A
-	// failure never stops the send: the message exists and goes out; it is
-	// only missing from GET /api/messages.
-	if err := o.Messages.Index(ctx, m, created); err != nil {
-		log.Error().Err(err).Str("event", events.IndexFailed).Str("messageId", m.ID).Msg("message not added to the listing index")
+	// The listing index went beside the commit insert. A failure never stops
+	// the send: the message exists and goes out; it is only missing from
+	// GET /api/messages.
+	if indexErr != nil {
+		log.Error().Err(indexErr).Str("event", events.IndexFailed).Str("messageId", m.ID).Msg("message not added to the listing index")
 	}
 	status := http.StatusOK
 	if created {

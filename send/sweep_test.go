@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/guard"
@@ -139,6 +140,49 @@ func TestSweepIgnoresASkewedClock(t *testing.T) {
 	}
 	if st, _ := e.status(t, id); st != messages.StatusSending {
 		t.Fatalf("a message a moment old became %s", st)
+	}
+}
+
+// RELIABILITY.md finding 1: the provider's answer for a message arrives
+// late (its process stalled, or the store was slow), in the moment between
+// the sweeper's read of the message (still sending) and its write of
+// "unknown". The sweeper must not move it back from sent: the first
+// outcome is decided by an insert, and the loser may only move it up.
+func TestSweepDoesNotOverwriteALateOutcome(t *testing.T) {
+	e := newEnv(t)
+	id := e.send(t, "late answer", time.Minute, messages.StatusSending)
+	late := messages.NewStore(storetest.Second(t, e.st)) // the sender's process
+	if n, err := e.sweep.Sweep(context.Background()); err != nil || n != 0 {
+		t.Fatalf("first Sweep = %d, %v; want 0", n, err)
+	}
+	e.clock.advance(11 * time.Second)
+
+	// The sweeper's first write: before it goes out, the late answer
+	// lands, through the other process's store.
+	var fired atomic.Bool
+	e.st.RoundTrips.Before(func(ctx context.Context, ev *event.CommandStartedEvent) {
+		if (ev.CommandName != "insert" && ev.CommandName != "update") || !fired.CompareAndSwap(false, true) {
+			return
+		}
+		m, found, err := late.Get(context.Background(), id)
+		if err != nil || !found {
+			t.Errorf("late sender's read: %v %v", found, err)
+			return
+		}
+		m.Status, m.ProviderMessageID = messages.StatusSent, "SM_late"
+		if err := late.RecordOutcome(context.Background(), &m); err != nil {
+			t.Errorf("late outcome: %v", err)
+		}
+	})
+	defer e.st.RoundTrips.Before(nil)
+	if _, err := e.sweep.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !fired.Load() {
+		t.Fatal("the sweeper wrote nothing: the race was not played")
+	}
+	if st, _ := e.status(t, id); st != messages.StatusSent {
+		t.Errorf("a message the provider accepted is %s after the sweep, want sent", st)
 	}
 }
 

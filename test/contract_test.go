@@ -574,10 +574,13 @@ func TestContract(t *testing.T) {
 	setProvider := func(t *testing.T, provider, id string) {
 		t.Helper()
 		// msg1 left through the log provider; a receipt applies only to a
-		// message of the receipt's provider with its provider id.
-		if _, err := db.Collection("messages").UpdateOne(context.Background(), bson.D{{Key: "_id", Value: msg1}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: "provider", Value: provider}, {Key: "providerMessageId", Value: id}}}}); err != nil {
-			t.Fatal(err)
+		// message of the receipt's provider with its provider id (on the
+		// message and on its outcome, which names the provider's id).
+		for _, coll := range []string{"messages", messages.OutcomesCollection} {
+			if _, err := db.Collection(coll).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: msg1}},
+				bson.D{{Key: "$set", Value: bson.D{{Key: "provider", Value: provider}, {Key: "providerMessageId", Value: id}}}}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	t.Run("receipts", func(t *testing.T) {

@@ -1,0 +1,228 @@
+package messages
+
+// A message's outcome. The message document is written once, at the commit
+// point (status sending, or scheduled), and what becomes of it afterwards —
+// the provider's answer, the outcome sweeper's "unknown", a delivery
+// receipt — lives in a second document under the same id in
+// message_outcomes. A read of a message reads both (by _id, at the same
+// time) and shows the outcome's status over the commit's.
+//
+// Why not update the message: on the embedded engine an update is a read
+// and a rewrite of the whole document in its own transaction, 0.9 ms of
+// the one writer, and updates cannot share a transaction, while an insert
+// joins the inserts of concurrent requests in one command (store.Batch,
+// 0.1 ms each). And the first outcome is decided by an insert, on both
+// engines: the provider's answer and the sweeper's "unknown" race for the
+// same _id and exactly one wins, so a late answer can no longer be
+// overwritten by the sweeper (RELIABILITY.md, finding 1). Whoever loses
+// reads the winner and moves it on only upward (CanMove): a late "sent"
+// after "unknown" is a legal move, "unknown" after "sent" is not.
+//
+// Later moves (receipts, a late answer) are updates of the outcome by _id,
+// after a read: conditional and atomic on MongoDB; on the embedded engine
+// two such moves of one message racing within one round trip can still
+// land in either order (each is a legal move from what its writer read).
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/store"
+)
+
+// outcome is one document of message_outcomes: a message's status after
+// its commit, and what the provider or a receipt said with it.
+type outcome struct {
+	ID                string     `bson:"_id"` // the message's id
+	Status            string     `bson:"status"`
+	Provider          string     `bson:"provider,omitempty"`
+	ProviderMessageID string     `bson:"providerMessageId,omitempty"`
+	Error             string     `bson:"error,omitempty"`
+	ErrorCode         string     `bson:"errorCode,omitempty"`
+	StatusAt          *time.Time `bson:"statusAt,omitempty"`
+	UpdatedAt         time.Time  `bson:"updatedAt"`
+}
+
+func outcomeOf(m *Message) outcome {
+	return outcome{ID: m.ID, Status: m.Status, Provider: m.Provider, ProviderMessageID: m.ProviderMessageID,
+		Error: m.Error, ErrorCode: m.ErrorCode, StatusAt: m.StatusAt, UpdatedAt: m.UpdatedAt}
+}
+
+// apply shows o on m: the outcome's status and the fields it carries.
+func (o outcome) apply(m *Message) {
+	m.Status, m.UpdatedAt = o.Status, o.UpdatedAt
+	if o.Provider != "" {
+		m.Provider = o.Provider
+	}
+	if o.ProviderMessageID != "" {
+		m.ProviderMessageID = o.ProviderMessageID
+	}
+	if o.Error != "" {
+		m.Error = o.Error
+	}
+	if o.ErrorCode != "" {
+		m.ErrorCode = o.ErrorCode
+	}
+	if o.StatusAt != nil {
+		m.StatusAt = o.StatusAt
+	}
+}
+
+// Get reads a message by id, with its outcome; found=false when it does
+// not exist (yet). The two reads by _id go out at once.
+func (s *Store) Get(ctx context.Context, id string) (Message, bool, error) {
+	type got struct {
+		o     outcome
+		found bool
+		err   error
+	}
+	outc := make(chan got, 1)
+	go func() {
+		var g got
+		g.err = s.outs.FindOne(ctx, store.ByID(id)).Decode(&g.o)
+		if store.IsNotFound(g.err) {
+			g.err = nil
+		} else {
+			g.found = g.err == nil
+		}
+		outc <- g
+	}()
+	var m Message
+	err := s.msgs.FindOne(ctx, store.ByID(id)).Decode(&m)
+	o := <-outc
+	switch {
+	case store.IsNotFound(err):
+		return Message{}, false, nil
+	case err != nil:
+		return Message{}, false, msgapi.Unavailable(fmt.Errorf("read message %s: %w", id, err))
+	case o.err != nil:
+		return Message{}, false, msgapi.Unavailable(fmt.Errorf("read outcome of message %s: %w", id, o.err))
+	}
+	if o.found && m.Status != StatusTombstone {
+		o.o.apply(&m)
+	}
+	m.Metadata = jsonSafe(m.Metadata)
+	return m, true, nil
+}
+
+// RecordOutcome moves a message to m.Status: the one place an outbound
+// status is written (the send path, the outcome sweeper, delivery receipts
+// and the scheduler). It is idempotent and safe to repeat until it lands:
+//
+//  1. the outcome's event is recorded first (OnOutcome; its _id is derived
+//     from the message and the status, so a repeat is a no-op), so a crash
+//     after the status write can never lose the event;
+//  2. the status is written only over a state that may move to it
+//     (CanMove): the first outcome by an insert, which exactly one writer
+//     wins; a later one over the outcome it read (see the file comment).
+//
+// m needs ID and Status. With WorkspaceID set, m is the caller's whole
+// message and its stored status is one that may move to m.Status (the send
+// path: sending; receipts check CanMove themselves). Without it (a sweeper
+// that knows only the id), the message is read first, and an outcome it
+// cannot move to records nothing, not even an event (one extra read).
+//
+// A scheduled message whose time came moves to sending on the message
+// itself (an update; the scheduler's path, not the send path's): its
+// outcome comes after.
+func (s *Store) RecordOutcome(ctx context.Context, m *Message) error {
+	if m.WorkspaceID == "" && s.onOutcome != nil {
+		cur, found, err := s.Get(ctx, m.ID)
+		if err != nil {
+			return fmt.Errorf("record outcome of %s: %w", m.ID, err)
+		}
+		if !found {
+			return fmt.Errorf("record outcome of %s: no such message", m.ID)
+		}
+		if !CanMove(cur.Status, m.Status) {
+			return nil // already there, or past it
+		}
+		cur.Status, cur.Error, cur.ErrorCode, cur.StatusAt = m.Status, m.Error, m.ErrorCode, m.StatusAt
+		if m.ProviderMessageID != "" {
+			cur.ProviderMessageID = m.ProviderMessageID
+		}
+		*m = cur
+	}
+	m.UpdatedAt = s.now()
+	if s.onOutcome != nil {
+		if err := s.onOutcome(ctx, *m); err != nil {
+			return fmt.Errorf("record outcome event of %s: %w", m.ID, err)
+		}
+	}
+	if m.Status == StatusSending {
+		return s.markSending(ctx, m)
+	}
+	if err := s.putOutcome(ctx, outcomeOf(m)); err != nil {
+		return fmt.Errorf("record outcome of %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// putOutcome writes o: inserted when the message has no outcome yet,
+// otherwise written over the one there only if that may move to o.Status.
+func (s *Store) putOutcome(ctx context.Context, o outcome) error {
+	err := s.outBatch.InsertOne(ctx, o)
+	if err == nil || !store.IsDuplicateKey(err) {
+		return err
+	}
+	// Someone decided first: a receipt, the sweeper, or an earlier try of
+	// ours that landed although it reported an error.
+	var cur outcome
+	if err := s.outs.FindOne(ctx, store.ByID(o.ID)).Decode(&cur); err != nil {
+		return fmt.Errorf("read outcome: %w", err)
+	}
+	if !CanMove(cur.Status, o.Status) {
+		return nil
+	}
+	set := bson.D{{Key: "status", Value: o.Status}, {Key: "updatedAt", Value: o.UpdatedAt}}
+	for _, f := range []struct{ k, v string }{{"provider", o.Provider}, {"providerMessageId", o.ProviderMessageID}, {"error", o.Error}, {"errorCode", o.ErrorCode}} {
+		if f.v != "" {
+			set = append(set, bson.E{Key: f.k, Value: f.v})
+		}
+	}
+	if o.StatusAt != nil {
+		set = append(set, bson.E{Key: "statusAt", Value: *o.StatusAt})
+	}
+	// On MongoDB the move is conditional and atomic. On the embedded engine
+	// a second filter key would make the write read the whole collection;
+	// there the read above decided it.
+	filter := bson.D{{Key: "_id", Value: o.ID}}
+	if !s.onlyID {
+		filter = append(filter, bson.E{Key: "status", Value: bson.D{{Key: "$in", Value: From(o.Status)}}})
+	}
+	if _, err := s.outs.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}); err != nil {
+		return fmt.Errorf("update outcome: %w", err)
+	}
+	return nil
+}
+
+// markSending moves a scheduled message to sending, on the message itself.
+func (s *Store) markSending(ctx context.Context, m *Message) error {
+	filter := bson.D{{Key: "_id", Value: m.ID}}
+	if !s.onlyID {
+		filter = append(filter, bson.E{Key: "status", Value: bson.D{{Key: "$in", Value: From(StatusSending)}}})
+	}
+	set := bson.D{{Key: "status", Value: StatusSending}, {Key: "updatedAt", Value: m.UpdatedAt}}
+	if m.Provider != "" {
+		set = append(set, bson.E{Key: "provider", Value: m.Provider})
+	}
+	if _, err := s.msgs.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}); err != nil {
+		return fmt.Errorf("record outcome of %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// MarkNotSent records that a written message was never handed to its
+// provider (the request failed right after the insert): it is failed, so it
+// blocks nothing and no sweeper takes it for a lost outcome.
+func (s *Store) MarkNotSent(ctx context.Context, id, reason string) error {
+	err := s.putOutcome(ctx, outcome{ID: id, Status: StatusFailed, Error: reason, UpdatedAt: s.now()})
+	if err != nil {
+		return msgapi.Unavailable(fmt.Errorf("mark message %s not sent: %w", id, err))
+	}
+	return nil
+}
