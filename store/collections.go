@@ -41,8 +41,28 @@ const (
 )
 
 // Ensure creates the collections and their indexes. It is idempotent and
-// runs at every start-up.
+// runs at every start-up. A failure is tried again, with backoff, until ctx
+// ends (RELIABILITY.md, finding 3): a process that starts while the engine
+// it attaches to restarts, or under a load that makes a command outlive
+// its time, sees its command interrupted or its connection dropped, and
+// should start a moment later, not exit.
 func (s *Store) Ensure(ctx context.Context, colls ...Collection) error {
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := s.ensure(ctx, colls...)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		s.log.Warn().Err(err).Str("event", "store.ensure_retry").Int("attempt", attempt).Dur("retryIn", backoff).
+			Msg("creating collections and indexes failed; trying again")
+		if sleepCtx(ctx, backoff) != nil {
+			return err
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+func (s *Store) ensure(ctx context.Context, colls ...Collection) error {
 	for _, c := range colls {
 		err := s.DB.CreateCollection(ctx, c.Name)
 		if err != nil && !hasCode(err, codeNamespaceExists) {
@@ -69,9 +89,7 @@ func (s *Store) Ensure(ctx context.Context, colls ...Collection) error {
 
 func (s *Store) ensureTTL(ctx context.Context, c Collection) error {
 	if c.Owned {
-		s.reapMu.Lock()
-		s.reaped = append(s.reaped, c)
-		s.reapMu.Unlock()
+		s.addReaped(c)
 		if s.sqlite != "" {
 			return nil // the embedded engine uses no index but _id's anyway
 		}
@@ -91,13 +109,23 @@ func (s *Store) ensureTTL(ctx context.Context, c Collection) error {
 	case err == nil:
 		return nil
 	case hasCode(err, codeNotImplemented):
-		s.reapMu.Lock()
-		s.reaped = append(s.reaped, c)
-		s.reapMu.Unlock()
+		s.addReaped(c)
 		return nil
 	default:
 		return fmt.Errorf("create TTL index on %s.%s: %w", c.Name, c.ExpiresField, err)
 	}
+}
+
+// addReaped lists c for the reaper, once (Ensure may run more than once).
+func (s *Store) addReaped(c Collection) {
+	s.reapMu.Lock()
+	defer s.reapMu.Unlock()
+	for _, have := range s.reaped {
+		if have.Name == c.Name {
+			return
+		}
+	}
+	s.reaped = append(s.reaped, c)
 }
 
 // ReapFunc deletes a batch of expired documents of an owned collection

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
@@ -278,5 +279,48 @@ func TestPushesDownOnlyID(t *testing.T) {
 	}
 	if os.Getenv("MSGAPI_TEST_MONGODB_URI") != "" && attached.PushesDownOnlyID() {
 		t.Error("MongoDB taken for FerretDB")
+	}
+}
+
+// RELIABILITY.md finding 3: a process attached to the embedded engine
+// starts while the engine's host restarts; the command its start-up was
+// running fails (interrupted, or its connection dropped). Start-up tries
+// again until its deadline instead of exiting.
+func TestEnsureSurvivesAnEngineRestart(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	eng, err := store.StartEmbedded(ctx, store.EmbeddedOptions{Dir: dir, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Stop() })
+	attached, err := store.Open(ctx, store.Options{URI: eng.URI(), SQLiteDir: dir, Log: zerolog.Nop(), ConnectTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = attached.Close(context.Background()) })
+
+	var restarted sync.Once
+	attached.RoundTrips.Before(func(_ context.Context, ev *event.CommandStartedEvent) {
+		if ev.CommandName != "create" {
+			return
+		}
+		restarted.Do(func() {
+			eng.Stop() // the host goes down under the attached process's command
+			if eng, err = store.StartEmbedded(ctx, store.EmbeddedOptions{Dir: dir, Log: zerolog.Nop()}); err != nil {
+				t.Error(err)
+			}
+		})
+	})
+	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := attached.Ensure(ectx, things, store.Collection{Name: "others"}); err != nil {
+		t.Fatalf("Ensure across an engine restart: %v", err)
+	}
+	attached.RoundTrips.Before(nil)
+	for _, name := range []string{"things", "others"} {
+		if _, err := attached.Collection(name).InsertOne(ctx, bson.D{{Key: "_id", Value: "x"}}); err != nil {
+			t.Errorf("insert into %s after start-up: %v", name, err)
+		}
 	}
 }
