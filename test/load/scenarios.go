@@ -285,6 +285,14 @@ func (l *load) all(ctx context.Context) (*report, error) {
 		}
 		p := phaseOf(name, clients, roundTrips, answers, took, cmds)
 		p.writerUse, p.hasWriter = w0.to(w1, took)
+		// The events the phase left behind, and how long the dispatcher
+		// took to catch up after the phase's last answer. Every phase
+		// then starts with an empty backlog.
+		if n, d, err := st.quiesce(ctx); err != nil {
+			l.fail("%s: events: %v", name, err)
+		} else {
+			p.eventsLeft, p.drained = n, d
+		}
 		rep.add(p)
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s: the run did not finish within -timeout %s", name, c.timeout)
@@ -372,7 +380,7 @@ func (l *load) all(ctx context.Context) (*report, error) {
 	for i := range keyed {
 		keyed[i] = l.newRequest(fmt.Sprintf("keyed-%d", i), i, fmt.Sprintf("load-%s-%d", l.runID, i))
 	}
-	first, err := scenario("unique send with Idempotency-Key", c.clients, 9, pooled(keyed))
+	first, err := scenario(keyedScenario, c.clients, 9, pooled(keyed))
 	if err != nil {
 		return nil, err
 	}
