@@ -1,11 +1,13 @@
 package messages
 
-// A message's outcome. The message document is written once, at the commit
-// point (status sending, or scheduled), and what becomes of it afterwards —
-// the provider's answer, the outcome sweeper's "unknown", a delivery
-// receipt — lives in a second document under the same id in
-// message_outcomes. A read of a message reads both (by _id, at the same
-// time) and shows the outcome's status over the commit's.
+// A message's outcome. The message document in "messages" is written once,
+// at the commit point (status sending, or scheduled), and what becomes of
+// it afterwards — the provider's answer, the outcome sweeper's "unknown", a
+// delivery receipt — is the whole message again, with its outcome, under
+// the same id in message_outcomes. A read of a message reads
+// message_outcomes first: a message that has an outcome (almost every one)
+// costs one read by _id; one still with its provider, or a tombstone, costs
+// a second read, of the commit.
 //
 // Why not update the message: on the embedded engine an update is a read
 // and a rewrite of the whole document in its own transaction, 0.9 ms of
@@ -22,11 +24,14 @@ package messages
 // after a read: conditional and atomic on MongoDB; on the embedded engine
 // two such moves of one message racing within one round trip can still
 // land in either order (each is a legal move from what its writer read).
+//
+// The price is storage: the message's text is stored twice, in its commit
+// and in its outcome. A message written before message_outcomes existed
+// has no outcome document and is read from "messages" as it always was.
 
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -34,76 +39,20 @@ import (
 	"github.com/msgapi/msgapi/store"
 )
 
-// outcome is one document of message_outcomes: a message's status after
-// its commit, and what the provider or a receipt said with it.
-type outcome struct {
-	ID                string     `bson:"_id"` // the message's id
-	Status            string     `bson:"status"`
-	Provider          string     `bson:"provider,omitempty"`
-	ProviderMessageID string     `bson:"providerMessageId,omitempty"`
-	Error             string     `bson:"error,omitempty"`
-	ErrorCode         string     `bson:"errorCode,omitempty"`
-	StatusAt          *time.Time `bson:"statusAt,omitempty"`
-	UpdatedAt         time.Time  `bson:"updatedAt"`
-}
-
-func outcomeOf(m *Message) outcome {
-	return outcome{ID: m.ID, Status: m.Status, Provider: m.Provider, ProviderMessageID: m.ProviderMessageID,
-		Error: m.Error, ErrorCode: m.ErrorCode, StatusAt: m.StatusAt, UpdatedAt: m.UpdatedAt}
-}
-
-// apply shows o on m: the outcome's status and the fields it carries.
-func (o outcome) apply(m *Message) {
-	m.Status, m.UpdatedAt = o.Status, o.UpdatedAt
-	if o.Provider != "" {
-		m.Provider = o.Provider
-	}
-	if o.ProviderMessageID != "" {
-		m.ProviderMessageID = o.ProviderMessageID
-	}
-	if o.Error != "" {
-		m.Error = o.Error
-	}
-	if o.ErrorCode != "" {
-		m.ErrorCode = o.ErrorCode
-	}
-	if o.StatusAt != nil {
-		m.StatusAt = o.StatusAt
-	}
-}
-
-// Get reads a message by id, with its outcome; found=false when it does
-// not exist (yet). The two reads by _id go out at once.
+// Get reads a message by id, as its outcome left it; found=false when it
+// does not exist (yet). One read when the message has an outcome, two when
+// it has none (still with its provider, scheduled, a tombstone).
 func (s *Store) Get(ctx context.Context, id string) (Message, bool, error) {
-	type got struct {
-		o     outcome
-		found bool
-		err   error
-	}
-	outc := make(chan got, 1)
-	go func() {
-		var g got
-		g.err = s.outs.FindOne(ctx, store.ByID(id)).Decode(&g.o)
-		if store.IsNotFound(g.err) {
-			g.err = nil
-		} else {
-			g.found = g.err == nil
-		}
-		outc <- g
-	}()
 	var m Message
-	err := s.msgs.FindOne(ctx, store.ByID(id)).Decode(&m)
-	o := <-outc
+	err := s.outs.FindOne(ctx, store.ByID(id)).Decode(&m)
+	if store.IsNotFound(err) {
+		err = s.msgs.FindOne(ctx, store.ByID(id)).Decode(&m)
+	}
 	switch {
 	case store.IsNotFound(err):
 		return Message{}, false, nil
 	case err != nil:
 		return Message{}, false, msgapi.Unavailable(fmt.Errorf("read message %s: %w", id, err))
-	case o.err != nil:
-		return Message{}, false, msgapi.Unavailable(fmt.Errorf("read outcome of message %s: %w", id, o.err))
-	}
-	if o.found && m.Status != StatusTombstone {
-		o.o.apply(&m)
 	}
 	m.Metadata = jsonSafe(m.Metadata)
 	return m, true, nil
@@ -156,43 +105,48 @@ func (s *Store) RecordOutcome(ctx context.Context, m *Message) error {
 	if m.Status == StatusSending {
 		return s.markSending(ctx, m)
 	}
-	if err := s.putOutcome(ctx, outcomeOf(m)); err != nil {
+	if err := s.putOutcome(ctx, m); err != nil {
 		return fmt.Errorf("record outcome of %s: %w", m.ID, err)
 	}
 	return nil
 }
 
-// putOutcome writes o: inserted when the message has no outcome yet,
-// otherwise written over the one there only if that may move to o.Status.
-func (s *Store) putOutcome(ctx context.Context, o outcome) error {
-	err := s.outBatch.InsertOne(ctx, o)
+// putOutcome writes m's outcome: the whole message, inserted when it has
+// no outcome yet, otherwise the status and what came with it written over
+// the outcome there only if that may move to m.Status.
+func (s *Store) putOutcome(ctx context.Context, m *Message) error {
+	doc := *m
+	doc.Metadata = bsonSafe(m.Metadata)
+	err := s.outBatch.InsertOne(ctx, doc)
 	if err == nil || !store.IsDuplicateKey(err) {
 		return err
 	}
 	// Someone decided first: a receipt, the sweeper, or an earlier try of
 	// ours that landed although it reported an error.
-	var cur outcome
-	if err := s.outs.FindOne(ctx, store.ByID(o.ID)).Decode(&cur); err != nil {
+	var cur struct {
+		Status string `bson:"status"`
+	}
+	if err := s.outs.FindOne(ctx, store.ByID(m.ID)).Decode(&cur); err != nil {
 		return fmt.Errorf("read outcome: %w", err)
 	}
-	if !CanMove(cur.Status, o.Status) {
+	if !CanMove(cur.Status, m.Status) {
 		return nil
 	}
-	set := bson.D{{Key: "status", Value: o.Status}, {Key: "updatedAt", Value: o.UpdatedAt}}
-	for _, f := range []struct{ k, v string }{{"provider", o.Provider}, {"providerMessageId", o.ProviderMessageID}, {"error", o.Error}, {"errorCode", o.ErrorCode}} {
+	set := bson.D{{Key: "status", Value: m.Status}, {Key: "updatedAt", Value: m.UpdatedAt}}
+	for _, f := range []struct{ k, v string }{{"provider", m.Provider}, {"providerMessageId", m.ProviderMessageID}, {"error", m.Error}, {"errorCode", m.ErrorCode}} {
 		if f.v != "" {
 			set = append(set, bson.E{Key: f.k, Value: f.v})
 		}
 	}
-	if o.StatusAt != nil {
-		set = append(set, bson.E{Key: "statusAt", Value: *o.StatusAt})
+	if m.StatusAt != nil {
+		set = append(set, bson.E{Key: "statusAt", Value: *m.StatusAt})
 	}
 	// On MongoDB the move is conditional and atomic. On the embedded engine
 	// a second filter key would make the write read the whole collection;
 	// there the read above decided it.
-	filter := bson.D{{Key: "_id", Value: o.ID}}
+	filter := bson.D{{Key: "_id", Value: m.ID}}
 	if !s.onlyID {
-		filter = append(filter, bson.E{Key: "status", Value: bson.D{{Key: "$in", Value: From(o.Status)}}})
+		filter = append(filter, bson.E{Key: "status", Value: bson.D{{Key: "$in", Value: From(m.Status)}}})
 	}
 	if _, err := s.outs.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}); err != nil {
 		return fmt.Errorf("update outcome: %w", err)
@@ -220,8 +174,18 @@ func (s *Store) markSending(ctx context.Context, m *Message) error {
 // provider (the request failed right after the insert): it is failed, so it
 // blocks nothing and no sweeper takes it for a lost outcome.
 func (s *Store) MarkNotSent(ctx context.Context, id, reason string) error {
-	err := s.putOutcome(ctx, outcome{ID: id, Status: StatusFailed, Error: reason, UpdatedAt: s.now()})
-	if err != nil {
+	m, found, err := s.Get(ctx, id)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return fmt.Errorf("mark message %s not sent: no such message", id)
+	}
+	if !CanMove(m.Status, StatusFailed) {
+		return nil
+	}
+	m.Status, m.Error, m.UpdatedAt = StatusFailed, reason, s.now()
+	if err := s.putOutcome(ctx, &m); err != nil {
 		return msgapi.Unavailable(fmt.Errorf("mark message %s not sent: %w", id, err))
 	}
 	return nil

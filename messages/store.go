@@ -359,6 +359,11 @@ var ErrFenced = errors.New("message id fenced: the request was declared gone bef
 // called. This insert is the commit point of a send: the provider is called
 // only if it wins. It loses (ErrFenced) only to a tombstone under the same
 // id, since message ids are never reused.
+//
+// A message that is final when it is written (received, suppressed) gets
+// its outcome at once too, the same document, so that reading it costs one
+// read like any other (outcome.go). That second insert is a copy for
+// readers only: if it fails, reads find the message all the same, in two.
 func (s *Store) Insert(ctx context.Context, m *Message) error {
 	if m.CreatedAt.IsZero() {
 		now := s.now()
@@ -369,6 +374,9 @@ func (s *Store) Insert(ctx context.Context, m *Message) error {
 	err := s.msgBatch.InsertOne(ctx, doc)
 	switch {
 	case err == nil:
+		if !Due(m.Status) && m.Status != StatusTombstone {
+			_ = s.outBatch.InsertOne(ctx, doc)
+		}
 		return nil
 	case store.IsDuplicateKey(err):
 		// Inbound messages have derived ids, where the same answer means

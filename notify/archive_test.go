@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -98,5 +99,92 @@ func TestLogHeadHintLags(t *testing.T) {
 		if err := st.Collection(collLog).FindOne(ctx, store.ByID(logID("ws_a", n))).Err(); err != nil {
 			t.Errorf("log slot %d: %v", n, err)
 		}
+	}
+}
+
+// Events no endpoint wants are archived together: a pass over 250 of them,
+// in two workspaces, costs a handful of write commands (one per event
+// would be 750: a log entry, an archive, a delete); another process's
+// dispatcher, passing at the same time over the same backlog, leaves the
+// events to the process that recorded them, so each workspace's log is
+// dense (slots 1..n) and lists each event once, and nothing is pending.
+func TestArchiveQuietInFewCommands(t *testing.T) {
+	st := storetest.New(t, Collections...)
+	ctx := context.Background()
+	ob := New(Options{Store: st, Log: zerolog.Nop()})
+	const n = 250
+	for i := range n {
+		if _, err := ob.Record(ctx, fact([]string{"ws_a", "ws_b"}[i%2], fmt.Sprintf("msg_%03d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := New(Options{Store: storetest.Second(t, st), Log: zerolog.Nop()})
+	before := st.RoundTrips.ByName()
+	work := make(chan delivery, 1)
+	done := make(chan int, 1)
+	go func() { done <- other.pass(ctx, work) }()
+	ob.pass(ctx, work)
+	<-done
+	for range 2 { // whatever the two passes left to each other
+		ob.pass(ctx, work)
+	}
+	after := st.RoundTrips.ByName()
+	writes := (after["insert"] - before["insert"]) + (after["update"] - before["update"]) + (after["delete"] - before["delete"])
+	if writes > 25 {
+		t.Errorf("%d write commands in this process to archive %d events (%v → %v), want a few", writes, n, before, after)
+	}
+	t.Logf("%d write commands here for %d events", writes, n)
+	if left, _ := ob.pending.CountDocuments(ctx, bson.D{}); left != 0 {
+		t.Errorf("%d events still pending", left)
+	}
+	if archived, _ := ob.events.CountDocuments(ctx, bson.D{{Key: "scheduled", Value: true}}); archived != n {
+		t.Errorf("%d events archived, want %d", archived, n)
+	}
+	for _, ws := range []string{"ws_a", "ws_b"} {
+		entries, _ := ob.evlog.CountDocuments(ctx, bson.D{{Key: "workspaceId", Value: ws}, {Key: "eventId", Value: bson.D{{Key: "$exists", Value: true}}}})
+		if entries != n/2 {
+			t.Errorf("%s: %d log entries for %d events", ws, entries, n/2)
+		}
+		for slot := int64(1); slot <= entries; slot++ {
+			if err := st.Collection(collLog).FindOne(ctx, store.ByID(logID(ws, slot))).Err(); err != nil {
+				t.Errorf("%s: log slot %d of %d: %v", ws, slot, entries, err)
+			}
+		}
+		p, err := ob.ListEvents(ctx, ws, ListQuery{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Events) != 100 || p.NextCursor == "" {
+			t.Errorf("%s: first page of %d events, cursor %q; want 100 and more", ws, len(p.Events), p.NextCursor)
+		}
+	}
+}
+
+// A process that recorded events and died leaves them pending: another
+// process's dispatcher takes them once it has seen them pending for its
+// grace, on its own clock.
+func TestOthersEventsTakenAfterGrace(t *testing.T) {
+	st := storetest.New(t, Collections...)
+	ctx := context.Background()
+	dead := New(Options{Store: st, Log: zerolog.Nop()})
+	for i := range 10 {
+		if _, err := dead.Record(ctx, fact("ws_a", fmt.Sprintf("msg_%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := New(Options{Store: storetest.Second(t, st), Log: zerolog.Nop()})
+	live.otherGrace = 200 * time.Millisecond
+	work := make(chan delivery, 1)
+	live.pass(ctx, work)
+	if left, _ := live.pending.CountDocuments(ctx, bson.D{}); left != 10 {
+		t.Fatalf("%d events pending after the first pass, want 10: another process's fresh events are left to it", left)
+	}
+	time.Sleep(250 * time.Millisecond)
+	live.pass(ctx, work)
+	if left, _ := live.pending.CountDocuments(ctx, bson.D{}); left != 0 {
+		t.Errorf("%d events pending after the grace, want 0", left)
+	}
+	if n, _ := live.events.CountDocuments(ctx, bson.D{{Key: "scheduled", Value: true}, {Key: "owner", Value: bson.D{{Key: "$exists", Value: false}}}}); n != 10 {
+		t.Errorf("%d events archived (without an owner), want 10", n)
 	}
 }

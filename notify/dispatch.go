@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,8 +30,12 @@ import (
 )
 
 const (
-	// BatchSize bounds each scan of the backlog.
+	// BatchSize bounds each scan of the due deliveries.
 	BatchSize = 100
+	// PendingBatch bounds each scan of the pending events: a pass archives
+	// up to this many, in commands of archiveChunk (archiveQuiet).
+	PendingBatch = 500
+	archiveChunk = 100
 	// maxResponseBody is how much of an endpoint's answer is kept.
 	maxResponseBody = 1024
 	userAgent       = "msgapi-webhooks"
@@ -128,6 +133,42 @@ func (o *Outbox) Run(ctx context.Context) {
 	}
 }
 
+// mine keeps the pending events this dispatcher should handle now: those
+// its own process recorded, and another process's once this dispatcher has
+// seen them pending for otherGrace (that process is gone, or behind). So
+// dispatchers of several processes do not archive the same events at once,
+// which would append each to the workspace's log twice (every dispatcher
+// reads the same backlog; a pass archives up to PendingBatch events
+// together). How long an event has waited is judged on this process's
+// clock, not from its createdAt, which another process's clock wrote.
+func (o *Outbox) mine(pend []event) []event {
+	now := time.Now()
+	o.seenMu.Lock()
+	defer o.seenMu.Unlock()
+	next := make(map[string]time.Time, len(o.seenOthers))
+	out := pend[:0]
+	for _, e := range pend {
+		if e.Owner == "" || e.Owner == o.owner {
+			out = append(out, e)
+			continue
+		}
+		first, ok := o.seenOthers[e.ID]
+		if !ok {
+			first = now
+		}
+		next[e.ID] = first
+		if now.Sub(first) >= o.otherGrace {
+			out = append(out, e)
+		}
+	}
+	o.seenOthers = next // forget what is no longer pending
+	return out
+}
+
+// otherGrace is how long another process's pending event waits before this
+// dispatcher takes it: its own dispatcher handles it within a pass or two.
+const otherGrace = 5 * time.Second
+
 // passLinger is the least time between two passes that found pending
 // events: under load a pass then archives tens of events in the commands
 // it would spend on a few, for at most this much added latency per event.
@@ -139,7 +180,7 @@ const passLinger = 50 * time.Millisecond
 // events it found.
 func (o *Outbox) pass(ctx context.Context, work chan<- delivery) int {
 	var pend []event
-	if cur, err := o.pending.Find(ctx, bson.D{}, options.Find().SetLimit(BatchSize)); err == nil {
+	if cur, err := o.pending.Find(ctx, bson.D{}, options.Find().SetLimit(PendingBatch)); err == nil {
 		_ = cur.All(ctx, &pend)
 	} else if ctx.Err() == nil {
 		o.log.Warn().Err(err).Str("event", events.WebhookStoreError).Msg("outbox: read pending events")
@@ -148,7 +189,7 @@ func (o *Outbox) pass(ctx context.Context, work chan<- delivery) int {
 	// so they split it rather than redo each other's work.
 	rand.Shuffle(len(pend), func(i, j int) { pend[i], pend[j] = pend[j], pend[i] })
 	var quiet []event // events no endpoint wants: most of them
-	for _, e := range pend {
+	for _, e := range o.mine(pend) {
 		if eps, err := o.subscribed(ctx, e.WorkspaceID, e.Type); err == nil && len(eps) == 0 {
 			quiet = append(quiet, e)
 			continue
@@ -161,7 +202,7 @@ func (o *Outbox) pass(ctx context.Context, work chan<- delivery) int {
 			o.enqueue(d, work)
 		}
 	}
-	if err := o.archiveQuiet(ctx, quiet, len(pend) < BatchSize); err != nil && ctx.Err() == nil {
+	if err := o.archiveQuiet(ctx, quiet, len(pend) < PendingBatch); err != nil && ctx.Err() == nil {
 		o.log.Warn().Err(err).Str("event", events.WebhookStoreError).Int("events", len(quiet)).Msg("outbox: archive events")
 	}
 
@@ -284,7 +325,7 @@ func (o *Outbox) dueFilter() bson.D {
 // archive moves one pending event into the archive, its log and its
 // deliveries. Every step is safe to repeat; the pending document goes last.
 func (o *Outbox) archive(ctx context.Context, e event) ([]delivery, error) {
-	e.ExpiresAt = e.CreatedAt.Add(Retention)
+	e.ExpiresAt, e.Owner = e.CreatedAt.Add(Retention), ""
 	eps, err := o.subscribed(ctx, e.WorkspaceID, e.Type)
 	if err != nil {
 		return nil, err
@@ -366,13 +407,25 @@ func (o *Outbox) archiveUnsubscribed(ctx context.Context, e event) error {
 // one writer a command costs far more than a document). The steps keep
 // their order, so a crash between them leaves the pending documents, and
 // the next pass finds what the last one wrote. wholeBacklog says pend held
-// every pending document when it was read (fewer than BatchSize): then the
-// delete is one command even on the embedded engine, where its filter reads
-// the whole (short) collection.
+// every pending document when it was read (fewer than PendingBatch): then
+// the delete is one command even on the embedded engine, where its filter
+// reads the whole (short) collection. The inserts go archiveChunk events to
+// a command, so that no one command holds the embedded engine's writer long.
 func (o *Outbox) archiveQuiet(ctx context.Context, evs []event, wholeBacklog bool) error {
-	if len(evs) == 0 {
-		return nil
+	var done []event
+	var errs []error
+	for chunk := range slices.Chunk(evs, archiveChunk) {
+		d, err := o.archiveChunk(ctx, chunk)
+		done = append(done, d...)
+		errs = append(errs, err)
 	}
+	errs = append(errs, o.deletePending(ctx, done, wholeBacklog))
+	return errors.Join(errs...)
+}
+
+// archiveChunk writes the log entries and archives of evs and returns the
+// events whose pending documents may go.
+func (o *Outbox) archiveChunk(ctx context.Context, evs []event) (done []event, err error) {
 	// Archived already (a repeated fact, a pass that died before its
 	// delete)? One read by _id each, a few at a time.
 	have := make([]*event, len(evs))
@@ -392,9 +445,9 @@ func (o *Outbox) archiveQuiet(ctx context.Context, evs []event, wholeBacklog boo
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return err
+		return nil, err
 	}
-	var fresh, done []event
+	var fresh []event
 	for i, e := range evs {
 		switch {
 		case have[i] == nil:
@@ -403,7 +456,7 @@ func (o *Outbox) archiveQuiet(ctx context.Context, evs []event, wholeBacklog boo
 			done = append(done, e)
 		default: // an archive an older process left unmarked
 			if err := o.archiveUnsubscribed(ctx, e); err != nil {
-				return err
+				return done, err
 			}
 		}
 	}
@@ -411,21 +464,25 @@ func (o *Outbox) archiveQuiet(ctx context.Context, evs []event, wholeBacklog boo
 	if len(written) > 0 {
 		docs := make([]any, len(written))
 		for i, e := range written {
-			e.Scheduled, e.ExpiresAt = true, e.CreatedAt.Add(Retention)
+			e.Scheduled, e.ExpiresAt, e.Owner = true, e.CreatedAt.Add(Retention), ""
 			docs[i] = e
 		}
 		errs, err := o.eventsBatch.Insert(ctx, docs...)
 		if err != nil {
-			return errors.Join(logErr, fmt.Errorf("archive %d events: %w", len(written), err))
+			return done, errors.Join(logErr, fmt.Errorf("archive %d events: %w", len(written), err))
 		}
 		for i, e := range written {
 			switch {
 			case errs[i] == nil:
 			case store.IsDuplicateKey(errs[i]):
-				// Archived meanwhile by another process: marked, as in
-				// archiveUnsubscribed.
-				if _, err := o.events.UpdateOne(ctx, store.ByID(e.ID), bson.D{{Key: "$set", Value: bson.D{{Key: "scheduled", Value: true}}}}); err != nil {
-					return errors.Join(logErr, fmt.Errorf("archive event %s: %w", e.ID, err))
+				// Archived meanwhile by another process. Its pending
+				// document goes only if that archive is complete: one that
+				// is not is another dispatcher's work in progress (it
+				// deletes the pending document when done), or a crash's,
+				// which the next pass finishes (archive).
+				var h event
+				if err := o.events.FindOne(ctx, store.ByID(e.ID)).Decode(&h); err != nil || !h.Scheduled {
+					continue
 				}
 			default:
 				continue // stays pending
@@ -433,7 +490,7 @@ func (o *Outbox) archiveQuiet(ctx context.Context, evs []event, wholeBacklog boo
 			done = append(done, e)
 		}
 	}
-	return errors.Join(logErr, o.deletePending(ctx, done, wholeBacklog))
+	return done, logErr
 }
 
 // deletePending deletes handled events from outbox_pending. On MongoDB, and

@@ -142,6 +142,9 @@ type event struct {
 	CreatedAt   time.Time `bson:"createdAt"`
 	// Payload is the exact JSON body delivered to endpoints.
 	Payload string `bson:"payload"`
+	// Owner, on a pending event, names the process that recorded it: its
+	// dispatcher archives it (Outbox.mine).
+	Owner string `bson:"owner,omitempty"`
 	// Scheduled: its log entry and deliveries exist (archive only).
 	Scheduled   bool      `bson:"scheduled"`
 	EndpointIDs []string  `bson:"endpointIds,omitempty"`
@@ -238,6 +241,10 @@ type Outbox struct {
 	byWorkspace, byEndpoint            map[string]int  // how many of them each workspace and endpoint holds
 	skipped                            bool            // a due delivery waited for its workspace's or endpoint's share
 	countedAt                          time.Time       // the last backlog count (dispatcher goroutine only)
+	owner                              string          // this process, on the events it records (Outbox.mine)
+	otherGrace                         time.Duration   // otherGrace; tests shorten it
+	seenMu                             sync.Mutex
+	seenOthers                         map[string]time.Time // other processes' pending events: when first seen
 }
 
 // New returns an Outbox; Run starts its dispatcher.
@@ -292,6 +299,7 @@ func New(o Options) *Outbox {
 		epCache:  newEndpointCache(5 * time.Second),
 		nextSeq:  map[string]int64{},
 		inflight: map[string]bool{}, byWorkspace: map[string]int{}, byEndpoint: map[string]int{},
+		owner: msgapi.NewID("proc"), otherGrace: otherGrace, seenOthers: map[string]time.Time{},
 	}
 }
 
@@ -312,7 +320,7 @@ func (o *Outbox) Record(ctx context.Context, f Fact) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("encode event %s: %w", id, err)
 	}
-	err = o.pendingBatch.InsertOne(ctx, event{ID: id, WorkspaceID: f.WorkspaceID, Type: f.Type, SubjectID: f.SubjectID, CreatedAt: at, Payload: string(body)})
+	err = o.pendingBatch.InsertOne(ctx, event{ID: id, WorkspaceID: f.WorkspaceID, Type: f.Type, SubjectID: f.SubjectID, CreatedAt: at, Payload: string(body), Owner: o.owner})
 	switch {
 	case err == nil:
 		o.Wake()
