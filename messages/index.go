@@ -29,15 +29,17 @@ package messages
 // hint document (mh_<feed>, written by readers that had to gallop far), so a
 // cold start costs a few reads, not a walk over the feed.
 //
-// Writes happen after the message insert (the commit point: a fenced id gets
-// a tombstone and never an entry): a marker mx_<messageId> and the three
-// entries. A message whose insert this request won is indexed by it alone,
-// so its documents go unordered, in one insert command with those of the
-// requests indexing at the same time (store.Batch). The marker makes
-// indexing idempotent for the one caller that may repeat it: an inbound
-// redelivery that finds the message already written (IndexOnce) reads the
-// marker and indexes only if there is none, in one ordered insert command,
-// marker first, so that of two such redeliveries only one writes entries. Slots this process reserved but could
+// Writes are a marker mx_<messageId> and the three entries. The marker
+// makes indexing idempotent: Index writes them in one ordered insert
+// command, marker first, so that of two writers of one message's entries
+// (an inbound webhook and its redelivery, which derive the same message id)
+// only one writes entries; IndexOnce reads the marker first. A send's
+// message id is the request's own (allocated by it, or by its
+// Idempotency-Key claim), so nobody else indexes it: its documents go
+// unordered, beside its message insert, in one insert command with those
+// of the requests indexing at the same time (InsertIndexed, store.Batch).
+// An entry whose message then lost its insert to a tombstone names the
+// tombstone, which readers skip. Slots this process reserved but could
 // not use are filled with empty entries, so the prefix stays dense; readers
 // skip them, and skip entries whose message is missing or a tombstone.
 
@@ -187,6 +189,13 @@ func (h *heads) entry(feed string) *feedHead {
 // lost slot) or the feed is new to this process (a hint read and a few
 // probes).
 func (s *Store) Index(ctx context.Context, m *Message, fresh bool) error {
+	return s.indexOrdered(ctx, m, fresh)
+}
+
+// indexOwn is Index for a message whose id only this request uses (a send's
+// own message id): its documents go unordered, batched with concurrent
+// requests' (store.Batch), and nothing else writes them.
+func (s *Store) indexOwn(ctx context.Context, m *Message, fresh bool) error {
 	feeds, slots, err := s.reserve(ctx, m, fresh)
 	if err != nil {
 		return err

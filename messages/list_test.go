@@ -57,6 +57,32 @@ func (e *feedEnv) write(s *Store, phone, direction, channel string) Message {
 	return *m
 }
 
+// send writes an outbound message as the send path does: InsertIndexed,
+// then its outcome.
+func (e *feedEnv) send(s *Store, phone string) Message {
+	e.t.Helper()
+	ctx := context.Background()
+	lead, created, err := s.FindOrCreateLead(ctx, e.ws, phone, "", CRMRefs{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	conv, err := s.EnsureConversation(ctx, e.ws, lead.ID, phone, "", created)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m := &Message{ID: msgapi.NewID("msg"), WorkspaceID: e.ws, LeadID: lead.ID, ConversationID: conv,
+		Channel: ChannelSMS, Direction: "outbound", RecipientPhone: phone, Body: "b", Status: StatusSending}
+	indexErr, err := s.InsertIndexed(ctx, m, created)
+	if err != nil || indexErr != nil {
+		e.t.Fatal(err, indexErr)
+	}
+	m.Status = StatusSent
+	if err := s.RecordOutcome(ctx, m); err != nil {
+		e.t.Fatal(err)
+	}
+	return *m
+}
+
 func (e *feedEnv) query(params string) ListQuery {
 	e.t.Helper()
 	v, err := url.ParseQuery(params)
@@ -242,12 +268,21 @@ func TestListSkipsTombstonesMissingAndFillers(t *testing.T) {
 	}
 }
 
-// Two processes (two Stores, each with its own memory of the heads) and
-// many concurrent sends per process write one workspace's feeds: every
-// message lands in exactly one slot of each feed, and the slots are dense.
+// Two processes (two Stores, each with its own memory of the heads and its
+// own insert batches) and many concurrent sends per process write one
+// workspace's feeds: every message lands in exactly one slot of each feed,
+// and the slots are dense — through Index (ordered, marker first) and
+// through a send's InsertIndexed (unordered, batched, beside the message
+// insert).
 func TestConcurrentIndexingAcrossProcesses(t *testing.T) {
+	for _, own := range []bool{false, true} {
+		t.Run(fmt.Sprintf("insertIndexed=%v", own), func(t *testing.T) { concurrentIndexing(t, own) })
+	}
+}
+
+func concurrentIndexing(t *testing.T, own bool) {
 	e := newFeedEnv(t)
-	procs := []*Store{e.s, NewStore(e.st)}
+	procs := []*Store{e.s, NewStore(storetest.Second(t, e.st))}
 	e.write(procs[1], "+15550100001", "outbound", ChannelSMS) // both know the lead
 	const perProc = 12
 	var (
@@ -262,7 +297,12 @@ func TestConcurrentIndexingAcrossProcesses(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				m := e.write(p, "+15550100001", "outbound", ChannelSMS)
+				var m Message
+				if own {
+					m = e.send(p, "+15550100001")
+				} else {
+					m = e.write(p, "+15550100001", "outbound", ChannelSMS)
+				}
 				mu.Lock()
 				wrote = append(wrote, m.ID)
 				mu.Unlock()

@@ -386,18 +386,20 @@ func (s *Store) Insert(ctx context.Context, m *Message) error {
 	return msgapi.Unavailable(fmt.Errorf("insert message %s: %w", m.ID, err))
 }
 
-// InsertIndexed is Insert and Index at once: the message's listing entries
-// go out beside its insert instead of after it, so a send waits for one
-// write, not two. An entry whose message then lost its insert (fenced)
-// names a tombstone, which readers skip, as they skip an entry whose
-// message is missing. err is Insert's; indexErr is Index's, when the
-// insert won (the message exists but is missing from the listing).
+// InsertIndexed is Insert and Index at once, for a send, whose message id
+// is its own (no other request writes or indexes it): the message's
+// listing entries go out beside its insert instead of after it, so a send
+// waits for one write, not two. An entry whose message then lost its
+// insert (fenced) names a tombstone, which readers skip, as they skip an
+// entry whose message is missing. err is Insert's; indexErr is Index's,
+// when the insert won (the message exists but is missing from the
+// listing).
 func (s *Store) InsertIndexed(ctx context.Context, m *Message, fresh bool) (indexErr, err error) {
 	now := s.now()
 	m.CreatedAt, m.UpdatedAt = now, now
 	idx := *m
 	done := make(chan error, 1)
-	go func() { done <- s.Index(ctx, &idx, fresh) }()
+	go func() { done <- s.indexOwn(ctx, &idx, fresh) }()
 	err = s.Insert(ctx, m)
 	indexErr = <-done
 	if err != nil {
