@@ -11,7 +11,9 @@
 // Every race is decided by an insert against a unique _id, because that is the
 // one write that is atomic both on MongoDB and on the embedded engine, whose
 // conditional updates and deletes read, filter and write in separate steps.
-// Winning the lock is an insert into message_dedup_locks. Every later change
+// Winning the lock is an insert into message_dedup_locks (the lock is read
+// first, so that a request that finds it held writes nothing: the read
+// decides nothing, the insert does). Every later change
 // of owner (an expired lock, a winner that died before writing its message, a
 // message the provider rejected, a release, an operator's delete) is first
 // claimed by inserting a takeover record whose _id hashes (lock id, message id

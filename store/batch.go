@@ -51,7 +51,6 @@ type Batch struct {
 type batchOp struct {
 	ctx  context.Context
 	docs []bson.Raw
-	ids  []string // each document's _id, as raw BSON bytes
 	size int
 	errs []error // per document, when err is nil
 	err  error   // the command failed as a whole
@@ -99,14 +98,13 @@ func (b *Batch) Insert(ctx context.Context, docs ...any) (errs []error, err erro
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	op := &batchOp{ctx: ctx, done: make(chan struct{}), docs: make([]bson.Raw, len(docs)), ids: make([]string, len(docs))}
+	op := &batchOp{ctx: ctx, done: make(chan struct{}), docs: make([]bson.Raw, len(docs))}
 	for i, d := range docs {
 		raw, err := bson.Marshal(d)
 		if err != nil {
 			return nil, fmt.Errorf("encode document for %s: %w", b.coll.Name(), err)
 		}
 		op.docs[i] = raw
-		op.ids[i] = string(bson.Raw(raw).Lookup("_id").Value)
 		op.size += len(raw)
 	}
 	if len(docs) == 0 {
@@ -141,11 +139,16 @@ func (b *Batch) flush() {
 }
 
 // take removes the next batch from the queue: the oldest operations, up to
-// the limits, leaving for the next batch any operation that repeats an _id
-// already in this one (on the embedded engine a batch that hits a taken _id
-// is retried one document at a time, a transaction each). Operations whose
-// caller has gone are dropped unsent. nil when the queue is empty (and this
-// flusher stops).
+// the limits. Operations whose caller has gone are dropped unsent. nil when
+// the queue is empty (and this flusher stops).
+//
+// Two inserts of one _id may share a batch (a storm of identical requests):
+// the engine decides each document alone, as it would across two commands,
+// and the first wins. On the embedded engine such a batch is retried one
+// document at a time, a transaction each, which costs what separate
+// commands would, without the losers waiting a writer turn each (measured
+// with 400 storms of 10: the same rate, half the write commands, a shorter
+// tail than sending each repeat in a later batch).
 func (b *Batch) take() []*batchOp {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -153,7 +156,6 @@ func (b *Batch) take() []*batchOp {
 		ops         []*batchOp
 		rest        []*batchOp
 		docs, bytes int
-		ids         = map[string]bool{}
 	)
 	for _, op := range b.queue {
 		if err := op.ctx.Err(); err != nil {
@@ -161,21 +163,9 @@ func (b *Batch) take() []*batchOp {
 			close(op.done)
 			continue
 		}
-		fits := len(ops) == 0 || (docs+len(op.docs) <= batchMaxDocs && bytes+op.size <= batchMaxBytes)
-		if fits {
-			for _, id := range op.ids {
-				if ids[id] {
-					fits = false
-					break
-				}
-			}
-		}
-		if !fits {
+		if len(ops) > 0 && (docs+len(op.docs) > batchMaxDocs || bytes+op.size > batchMaxBytes) {
 			rest = append(rest, op)
 			continue
-		}
-		for _, id := range op.ids {
-			ids[id] = true
 		}
 		ops = append(ops, op)
 		docs += len(op.docs)
