@@ -10,7 +10,7 @@ package messages
 // a second read, of the commit.
 //
 // Why not update the message: on the embedded engine an update is a read
-// and a rewrite of the whole document in its own transaction, 0.9 ms of
+// and a rewrite of the whole document in its own transaction, 1 ms of
 // the one writer, and updates cannot share a transaction, while an insert
 // joins the inserts of concurrent requests in one command (store.Batch,
 // 0.1 ms each). And the first outcome is decided by an insert, on both

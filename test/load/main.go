@@ -12,10 +12,10 @@
 // Then, with -c clients, it runs:
 //
 //	warm-up  one send to each of -leads new recipients, creating the leads
-//	unique   -unique distinct texts to those known leads          (5 store round trips each)
-//	resend   -resends of those texts again: the original exists   (3)
+//	unique   -unique distinct texts to those known leads          (8 store round trips each)
+//	resend   -resends of those texts again: the original exists   (4)
 //	storm    -storms bursts of -storm-size identical requests released together
-//	keyed    -keys distinct texts with an Idempotency-Key         (5 + 4)
+//	keyed    -keys distinct texts with an Idempotency-Key         (8 + 4)
 //	replay   -replays of the keyed requests, answered from the key (1)
 //
 // Before and after them it measures the store's raw single-document insert

@@ -332,7 +332,7 @@ func (l *load) all(ctx context.Context) (*report, error) {
 	for i := range unique {
 		unique[i] = l.newRequest(fmt.Sprintf("unique-%d", i), i, "")
 	}
-	if ans, err = scenario("unique send, known lead", c.clients, 5, pooled(unique)); err != nil {
+	if ans, err = scenario("unique send, known lead", c.clients, 8, pooled(unique)); err != nil {
 		return nil, err
 	}
 	l.expectSent("unique", unique, ans)
@@ -341,7 +341,7 @@ func (l *load) all(ctx context.Context) (*report, error) {
 	for i := range resend {
 		resend[i] = unique[i%len(unique)]
 	}
-	if ans, err = scenario("resend: duplicate, original written", c.clients, 3, pooled(resend)); err != nil {
+	if ans, err = scenario("resend: duplicate, original written", c.clients, 4, pooled(resend)); err != nil {
 		return nil, err
 	}
 	l.expectDuplicate("resend", resend, ans)
@@ -380,7 +380,7 @@ func (l *load) all(ctx context.Context) (*report, error) {
 	for i := range keyed {
 		keyed[i] = l.newRequest(fmt.Sprintf("keyed-%d", i), i, fmt.Sprintf("load-%s-%d", l.runID, i))
 	}
-	first, err := scenario(keyedScenario, c.clients, 9, pooled(keyed))
+	first, err := scenario(keyedScenario, c.clients, 12, pooled(keyed))
 	if err != nil {
 		return nil, err
 	}
@@ -467,7 +467,7 @@ func (l *load) duringReap(ctx context.Context, st *rawStore, rep *report, scenar
 		reqs[i] = l.newRequest(fmt.Sprintf("during-reap-%d", i), i, "")
 	}
 	name := fmt.Sprintf("unique send during a reaper pass over %d expired locks", c.expired)
-	ans, err := scenario(name, c.clients, 5, func() ([]answer, time.Duration) { return l.pool(ctx, reqs, c.clients) })
+	ans, err := scenario(name, c.clients, 8, func() ([]answer, time.Duration) { return l.pool(ctx, reqs, c.clients) })
 	if err != nil {
 		return err
 	}
