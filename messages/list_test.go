@@ -30,8 +30,9 @@ func newFeedEnv(t testing.TB) *feedEnv {
 	return &feedEnv{t: t, st: st, s: NewStore(st), ws: msgapi.NewID("ws")}
 }
 
-// write inserts and indexes one message to phone through s, as a send does.
-func (e *feedEnv) write(s *Store, phone, direction, channel string) Message {
+// message is a new message to phone through s, its lead and conversation
+// found or created; created says the lead was.
+func (e *feedEnv) message(s *Store, phone, direction, channel, status string) (m *Message, created bool) {
 	e.t.Helper()
 	ctx := context.Background()
 	lead, created, err := s.FindOrCreateLead(ctx, e.ws, phone, "", CRMRefs{})
@@ -42,16 +43,22 @@ func (e *feedEnv) write(s *Store, phone, direction, channel string) Message {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return &Message{ID: msgapi.NewID("msg"), WorkspaceID: e.ws, LeadID: lead.ID, ConversationID: conv,
+		Channel: channel, Direction: direction, RecipientPhone: phone, Body: "b", Status: status}, created
+}
+
+// write inserts and indexes one message to phone through s.
+func (e *feedEnv) write(s *Store, phone, direction, channel string) Message {
+	e.t.Helper()
 	status := StatusSent
 	if direction == "inbound" {
 		status = StatusReceived
 	}
-	m := &Message{ID: msgapi.NewID("msg"), WorkspaceID: e.ws, LeadID: lead.ID, ConversationID: conv,
-		Channel: channel, Direction: direction, RecipientPhone: phone, Body: "b", Status: status}
-	if err := s.Insert(ctx, m); err != nil {
+	m, created := e.message(s, phone, direction, channel, status)
+	if err := s.Insert(context.Background(), m); err != nil {
 		e.t.Fatal(err)
 	}
-	if err := s.Index(ctx, m, created); err != nil {
+	if err := s.Index(context.Background(), m, created); err != nil {
 		e.t.Fatal(err)
 	}
 	return *m
@@ -61,23 +68,13 @@ func (e *feedEnv) write(s *Store, phone, direction, channel string) Message {
 // then its outcome.
 func (e *feedEnv) send(s *Store, phone string) Message {
 	e.t.Helper()
-	ctx := context.Background()
-	lead, created, err := s.FindOrCreateLead(ctx, e.ws, phone, "", CRMRefs{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	conv, err := s.EnsureConversation(ctx, e.ws, lead.ID, phone, "", created)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	m := &Message{ID: msgapi.NewID("msg"), WorkspaceID: e.ws, LeadID: lead.ID, ConversationID: conv,
-		Channel: ChannelSMS, Direction: "outbound", RecipientPhone: phone, Body: "b", Status: StatusSending}
-	indexErr, err := s.InsertIndexed(ctx, m, created)
+	m, created := e.message(s, phone, "outbound", ChannelSMS, StatusSending)
+	indexErr, err := s.InsertIndexed(context.Background(), m, created)
 	if err != nil || indexErr != nil {
 		e.t.Fatal(err, indexErr)
 	}
 	m.Status = StatusSent
-	if err := s.RecordOutcome(ctx, m); err != nil {
+	if err := s.RecordOutcome(context.Background(), m); err != nil {
 		e.t.Fatal(err)
 	}
 	return *m
