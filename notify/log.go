@@ -52,31 +52,11 @@ func headID(ws string) string         { return ws + ":head" }
 
 // appendLog puts e into its workspace's log at the first free slot.
 func (o *Outbox) appendLog(ctx context.Context, e event) error {
-	n, err := o.nextFree(ctx, e.WorkspaceID)
-	if err != nil {
-		return err
+	written, err := o.appendWorkspace(ctx, e.WorkspaceID, []event{e})
+	if err == nil && len(written) == 0 {
+		err = fmt.Errorf("append event %s to the log: not written", e.ID)
 	}
-	for range 10000 {
-		_, err := o.evlog.InsertOne(ctx, logEntry{ID: logID(e.WorkspaceID, n), WorkspaceID: e.WorkspaceID, Seq: n, EventID: e.ID,
-			Type: e.Type, CreatedAt: e.CreatedAt, Payload: e.Payload, ExpiresAt: e.CreatedAt.Add(Retention)})
-		if err == nil {
-			o.seqMu.Lock()
-			if len(o.nextSeq) >= 10000 {
-				clear(o.nextSeq)
-			}
-			o.nextSeq[e.WorkspaceID] = n + 1
-			o.seqMu.Unlock()
-			if n%hintEvery == 0 {
-				_, _ = o.evlog.UpdateOne(ctx, store.ByID(headID(e.WorkspaceID)), bson.D{{Key: "$max", Value: bson.D{{Key: "seq", Value: n}}}}, upsert())
-			}
-			return nil
-		}
-		if !store.IsDuplicateKey(err) {
-			return fmt.Errorf("append event %s to the log: %w", e.ID, err)
-		}
-		n++
-	}
-	return fmt.Errorf("append event %s to the log: no free slot", e.ID)
+	return err
 }
 
 // appendLogs puts each event into its workspace's log at the first free
@@ -103,6 +83,11 @@ func (o *Outbox) appendLogs(ctx context.Context, evs []event) (written []event, 
 	return written, errors.Join(errs...)
 }
 
+// maxLogRounds bounds the rounds of one append: each lost round means
+// other writers took every slot tried, so only pathological contention
+// reaches it.
+const maxLogRounds = 10000
+
 // appendWorkspace is appendLogs for one workspace's events.
 func (o *Outbox) appendWorkspace(ctx context.Context, ws string, evs []event) (written []event, err error) {
 	n, err := o.nextFree(ctx, ws)
@@ -127,7 +112,7 @@ func (o *Outbox) appendWorkspace(ctx context.Context, ws string, evs []event) (w
 	}()
 	pending := evs
 	for round := 0; len(pending) > 0; round++ {
-		if round >= 64 {
+		if round >= maxLogRounds {
 			return written, fmt.Errorf("append %d events to the log: no free slot after %d rounds", len(pending), round)
 		}
 		docs := make([]any, len(pending))
