@@ -83,6 +83,9 @@ func (s *Store) ensure(ctx context.Context, colls ...Collection) error {
 		if err := patchIDIndexes(ctx, s.sqlite); err != nil {
 			return fmt.Errorf("embedded store: %w", err)
 		}
+		if err := patchExpiryIndexes(ctx, s.sqlite, colls); err != nil {
+			return fmt.Errorf("embedded store: %w", err)
+		}
 	}
 	return nil
 }
@@ -202,10 +205,11 @@ func (s *Store) Reap(ctx context.Context, now time.Time) (int64, error) {
 			s.log.Error().Str("collection", c.Name).Msg("owned collection has no registered reaper: its expired documents stay")
 			continue
 		}
+		needDocs := f != nil
 		if f == nil {
 			f = s.deleteExpired(c)
 		}
-		n, err := s.reapCollection(ctx, c, now, f)
+		n, err := s.reapCollection(ctx, c, now, f, needDocs)
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("reap %s: %w", c.Name, err)
@@ -214,10 +218,10 @@ func (s *Store) Reap(ctx context.Context, now time.Time) (int64, error) {
 	return total, nil
 }
 
-func (s *Store) reapCollection(ctx context.Context, c Collection, now time.Time, f ReapFunc) (int64, error) {
+func (s *Store) reapCollection(ctx context.Context, c Collection, now time.Time, f ReapFunc, needDocs bool) (int64, error) {
 	var total int64
 	for {
-		n, read, err := s.reapRound(ctx, c, now, f)
+		n, read, err := s.reapRound(ctx, c, now, f, needDocs)
 		total += n
 		switch {
 		case err != nil:
@@ -233,30 +237,70 @@ func (s *Store) reapCollection(ctx context.Context, c Collection, now time.Time,
 	}
 }
 
-func (s *Store) reapRound(ctx context.Context, c Collection, now time.Time, f ReapFunc) (deleted int64, read int, err error) {
+func (s *Store) reapRound(ctx context.Context, c Collection, now time.Time, f ReapFunc, needDocs bool) (deleted int64, read int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, reapRoundTimeout)
 	defer cancel()
-	docs, err := s.expired(ctx, c, now)
+	docs, read, err := s.expired(ctx, c, now, needDocs)
 	if err != nil || len(docs) == 0 {
-		return 0, 0, err
+		return 0, read, err
 	}
 	deleted, err = f(ctx, now, docs)
-	return deleted, len(docs), err
+	return deleted, read, err
 }
 
-// expired reads up to ReapRound documents of c expired at now.
-func (s *Store) expired(ctx context.Context, c Collection, now time.Time) ([]bson.Raw, error) {
+// expired reads up to ReapRound documents of c expired at now; read is how
+// many the scan found. Without needDocs (the collection's reaper deletes by
+// _id alone) the embedded engine's host reads only their _ids (expiry.go).
+func (s *Store) expired(ctx context.Context, c Collection, now time.Time, needDocs bool) (docs []bson.Raw, read int, err error) {
+	if s.sqlite != "" {
+		return s.expiredByIndex(ctx, c, now, needDocs)
+	}
 	filter := bson.D{{Key: c.ExpiresField, Value: bson.D{{Key: "$lte", Value: now}}}}
 	cur, err := s.Collection(c.Name).Find(ctx, filter, options.Find().SetLimit(ReapRound).SetBatchSize(scanBatch))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer cur.Close(context.WithoutCancel(ctx))
-	var docs []bson.Raw
 	for cur.Next(ctx) {
 		docs = append(docs, slices.Clone(cur.Current))
 	}
-	return docs, cur.Err()
+	return docs, len(docs), cur.Err()
+}
+
+// expiredByIndex is expired on the embedded engine's host: SQLite finds the
+// expired _ids through the expiry index; the documents, when the reaper
+// needs them, are read by _id through the engine and kept only if still
+// expired (one may have been renewed since the index said otherwise).
+func (s *Store) expiredByIndex(ctx context.Context, c Collection, now time.Time, needDocs bool) ([]bson.Raw, int, error) {
+	ids, err := s.expiredIDs(ctx, c, now.UnixMilli(), ReapRound)
+	if err != nil {
+		return nil, 0, err
+	}
+	if s.afterExpiryScan != nil {
+		s.afterExpiryScan()
+	}
+	docs := make([]bson.Raw, 0, len(ids))
+	for _, id := range ids {
+		if !needDocs {
+			raw, err := bson.Marshal(bson.D{{Key: "_id", Value: id}})
+			if err != nil {
+				return nil, 0, err
+			}
+			docs = append(docs, raw)
+			continue
+		}
+		raw, err := s.Collection(c.Name).FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
+		switch {
+		case IsNotFound(err):
+			continue // deleted meanwhile
+		case err != nil:
+			return nil, 0, err
+		}
+		if at, ok := raw.Lookup(c.ExpiresField).TimeOK(); ok && !at.After(now) {
+			docs = append(docs, raw)
+		}
+	}
+	return docs, len(ids), nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

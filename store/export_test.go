@@ -33,3 +33,12 @@ func (g *Gate) Acquire(deadline time.Time) error { return g.acquire(deadline, ni
 
 // Release gives g's slot back.
 func (g *Gate) Release() { g.release() }
+
+// ExpiredPlan exposes the reaper's expiry scan plan to the tests.
+func ExpiredPlan(ctx context.Context, s *Store, c Collection) (string, error) {
+	return expiredPlan(ctx, s.sqlite, c)
+}
+
+// AfterExpiryScan sets the hook that runs between the reaper's index scan
+// and its reads of the documents it found.
+func AfterExpiryScan(s *Store, f func()) { s.afterExpiryScan = f }

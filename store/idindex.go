@@ -60,12 +60,16 @@ func idLookupPlan(ctx context.Context, file, coll string) (string, error) {
 	}
 	defer db.Close()
 
-	var table string
-	err = db.QueryRowContext(ctx, fmt.Sprintf(`SELECT table_name FROM %q WHERE name = ?`, ferretMetadataTable), coll).Scan(&table)
+	table, err := tableOf(ctx, db, coll)
 	if err != nil {
-		return "", fmt.Errorf("find table of %s: %w", coll, err)
+		return "", err
 	}
-	rows, err := db.QueryContext(ctx, fmt.Sprintf(`EXPLAIN QUERY PLAN SELECT _ferretdb_sjson FROM %q WHERE %s = ?`, table, ferretIDExpr), `"x"`)
+	return queryPlan(ctx, db, fmt.Sprintf(`SELECT _ferretdb_sjson FROM %q WHERE %s = ?`, table, ferretIDExpr), `"x"`)
+}
+
+// queryPlan returns SQLite's plan for statement q, one step a line.
+func queryPlan(ctx context.Context, db *sql.DB, q string, args ...any) (string, error) {
+	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
 	if err != nil {
 		return "", err
 	}
