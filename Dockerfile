@@ -5,6 +5,9 @@
 FROM golang:1.26.8-bookworm@sha256:dc9ad6c05acc7a88e5b71bde60a5fe3bd4b9f0db209011711b464107438a8107 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+# The embedded engine (FerretDB, patched: third_party/ferretdb/PATCHES.md) is
+# a local module that go.mod replaces; download needs it in place.
+COPY third_party/ ./third_party/
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/msgapi ./cmd/msgapi

@@ -130,3 +130,6 @@ require (
 )
 
 tool github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen
+
+// The embedded engine: FerretDB v1.24.2 with one documented patch (third_party/ferretdb/PATCHES.md).
+replace github.com/FerretDB/FerretDB => ./third_party/ferretdb

@@ -22,9 +22,9 @@ import (
 // over like any remover's; the taker rewrites the lock, and the late delete
 // no longer matches it (a delete by _id alone removed that fresh lock, and a
 // third request then won an empty lock and sent again). Each batch of
-// ReapBatch locks costs one fence insert, one claim insert and one delete
-// command (store.DeleteEach: on the embedded engine one scan of the lock
-// collection).
+// ReapBatch locks costs one fence insert, one claim insert and a delete
+// statement per lock claimed, ten to a command (store.DeleteEach: on the
+// embedded engine each finds its lock by _id, third_party/ferretdb/PATCHES.md).
 func (g *Guard) Reap(ctx context.Context, now time.Time, docs []bson.Raw) (int64, error) {
 	var total int64
 	for raw := range slices.Chunk(docs, store.ReapBatch) {

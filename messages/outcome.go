@@ -141,13 +141,11 @@ func (s *Store) putOutcome(ctx context.Context, m *Message) error {
 	if m.StatusAt != nil {
 		set = append(set, bson.E{Key: "statusAt", Value: *m.StatusAt})
 	}
-	// On MongoDB the move is conditional and atomic. On the embedded engine
-	// a second filter key would make the write read the whole collection;
-	// there the read above decided it.
-	filter := bson.D{{Key: "_id", Value: m.ID}}
-	if !s.onlyID {
-		filter = append(filter, bson.E{Key: "status", Value: bson.D{{Key: "$in", Value: From(m.Status)}}})
-	}
+	// The move is conditional and atomic on both engines: an outcome that
+	// moved past ours since the read above is left as it is. (On the
+	// embedded engine the write runs alone (store/relay.go) and finds its
+	// document by the _id conjunct: third_party/ferretdb/PATCHES.md.)
+	filter := bson.D{{Key: "_id", Value: m.ID}, {Key: "status", Value: bson.D{{Key: "$in", Value: From(m.Status)}}}}
 	if _, err := s.outs.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}); err != nil {
 		return fmt.Errorf("update outcome: %w", err)
 	}
@@ -156,10 +154,7 @@ func (s *Store) putOutcome(ctx context.Context, m *Message) error {
 
 // markSending moves a scheduled message to sending, on the message itself.
 func (s *Store) markSending(ctx context.Context, m *Message) error {
-	filter := bson.D{{Key: "_id", Value: m.ID}}
-	if !s.onlyID {
-		filter = append(filter, bson.E{Key: "status", Value: bson.D{{Key: "$in", Value: From(StatusSending)}}})
-	}
+	filter := bson.D{{Key: "_id", Value: m.ID}, {Key: "status", Value: bson.D{{Key: "$in", Value: From(StatusSending)}}}}
 	set := bson.D{{Key: "status", Value: StatusSending}, {Key: "updatedAt", Value: m.UpdatedAt}}
 	if m.Provider != "" {
 		set = append(set, bson.E{Key: "provider", Value: m.Provider})

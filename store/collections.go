@@ -333,21 +333,35 @@ func IDsOf(docs []bson.Raw) []any {
 }
 
 // DeleteIDs deletes the documents with these _ids: one delete command per
-// deleteChunk ids, a statement per document with the filter {_id} alone. On
-// the embedded engine that is the one filter pushed down (any other filter,
-// $in included, scans the whole collection and matches $in by a linear
-// search, quadratic in the batch), and each statement is its own short
-// SQLite write, so request writes interleave with a long reaper pass
-// instead of waiting behind it.
+// deleteChunk ids, a statement per document (DeleteEach). On the embedded
+// engine a filter without an _id equal to a string ($in included) scans
+// the whole collection and matches $in by a linear search, quadratic in
+// the batch; and each statement is its own short SQLite write, so request
+// writes interleave with a long reaper pass instead of waiting behind it.
 func (s *Store) DeleteIDs(ctx context.Context, collection string, ids []any) (int64, error) {
+	filters := make([]bson.D, len(ids))
+	for i, id := range ids {
+		filters[i] = bson.D{{Key: "_id", Value: id}}
+	}
+	return s.DeleteEach(ctx, collection, filters)
+}
+
+// DeleteEach deletes each document that still matches its filter (every
+// filter names an _id beside its other conditions): one delete statement
+// per filter, deleteChunk to a command. Each statement is atomic on both
+// engines: on MongoDB by its document's lock, on the embedded engine
+// because every write command runs alone (relay.go) and finds its document
+// by the _id conjunct (third_party/ferretdb/PATCHES.md), so a delete
+// costs one lookup, not a read of the collection.
+func (s *Store) DeleteEach(ctx context.Context, collection string, filters []bson.D) (int64, error) {
 	var total int64
-	for chunk := range slices.Chunk(ids, deleteChunk) {
+	for chunk := range slices.Chunk(filters, deleteChunk) {
 		if err := s.Yield(ctx); err != nil {
 			return total, err
 		}
 		models := make([]mongo.WriteModel, len(chunk))
-		for i, id := range chunk {
-			models[i] = mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: id}})
+		for i, f := range chunk {
+			models[i] = mongo.NewDeleteOneModel().SetFilter(f)
 		}
 		res, err := s.Collection(collection).BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
 		if res != nil {
@@ -358,32 +372,6 @@ func (s *Store) DeleteIDs(ctx context.Context, collection string, ids []any) (in
 		}
 	}
 	return total, nil
-}
-
-// DeleteEach deletes each document that still matches its filter (every
-// filter names an _id), in one command: a delete of the $or of the
-// filters. On MongoDB each document is matched and deleted atomically, by
-// its _id index. On the embedded engine the command reads the whole
-// collection once (a filter beyond {_id} is not pushed down) and runs
-// alone (relay.go), so it is atomic there too; the cost is one scan per
-// call, which is why callers batch (ReapBatch) and use it only for owned
-// collections, whose size the window bounds.
-func (s *Store) DeleteEach(ctx context.Context, collection string, filters []bson.D) (int64, error) {
-	if len(filters) == 0 {
-		return 0, nil
-	}
-	if err := s.Yield(ctx); err != nil {
-		return 0, err
-	}
-	or := make(bson.A, len(filters))
-	for i, f := range filters {
-		or[i] = f
-	}
-	res, err := s.Collection(collection).DeleteMany(ctx, bson.D{{Key: "$or", Value: or}})
-	if err != nil {
-		return 0, err
-	}
-	return res.DeletedCount, nil
 }
 
 // RunReaper calls Reap every interval until ctx ends. It is garbage

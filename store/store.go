@@ -159,10 +159,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 }
 
 // PushesDownOnlyID reports whether the store is the embedded engine
-// (FerretDB on SQLite), which serves from an index only a filter that is
-// exactly {_id: <string>}: any other key in a filter, even beside _id,
-// makes the command read the whole collection. Callers keep such filters
-// for MongoDB, where they are atomic and indexed, and read-check instead.
+// (FerretDB on SQLite), which finds documents through an index only by an
+// _id equal to a string: a filter with such an _id (beside any other
+// conditions, which the engine then checks on the one document it found:
+// third_party/ferretdb/PATCHES.md) costs one lookup; any filter without
+// one, $in on _id included, reads the whole collection. Callers batch by
+// _id there instead.
 func (s *Store) PushesDownOnlyID() bool { return s.ferret }
 
 // SerialWrites reports whether this process queues its write commands to
