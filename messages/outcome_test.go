@@ -121,3 +121,48 @@ func TestRacingOutcomesNeverMoveBackwards(t *testing.T) {
 		}
 	}
 }
+
+// Moves after the first outcome (receipts) race too: delivered and read
+// arriving at once, from two processes, end read, never delivered. Each
+// move is conditional on what its writer read, on both engines.
+func TestRacingLaterMovesNeverMoveBackwards(t *testing.T) {
+	st := storetest.New(t, Collections...)
+	stores := []*Store{NewStore(st), NewStore(storetest.Second(t, st))}
+	ctx := context.Background()
+	backwards := 0
+	for round := range 40 {
+		id := fmt.Sprintf("msg_later_%d", round)
+		if err := stores[0].Insert(ctx, &Message{ID: id, WorkspaceID: "ws_a", Direction: "outbound", Status: StatusSending}); err != nil {
+			t.Fatal(err)
+		}
+		if err := stores[0].RecordOutcome(ctx, &Message{ID: id, WorkspaceID: "ws_a", Direction: "outbound", Status: StatusSent}); err != nil {
+			t.Fatal(err)
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, to := range []string{StatusDelivered, StatusRead} {
+			wg.Go(func() {
+				m := Message{ID: id, WorkspaceID: "ws_a", Direction: "outbound", Status: to}
+				<-start
+				errs[i] = stores[(i+round)%2].RecordOutcome(ctx, &m)
+			})
+		}
+		close(start)
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := stores[0].Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != StatusRead {
+			backwards++
+			t.Errorf("round %d: racing delivered and read ended %s, want read", round, got.Status)
+		}
+	}
+	if backwards > 0 {
+		t.Logf("%d of 40 rounds moved backwards", backwards)
+	}
+}
