@@ -22,7 +22,7 @@ const (
 // time the generation it ended is long gone. Locks are owned: only Reap
 // deletes them, through claims (New registers it with the store).
 var Collections = []store.Collection{
-	{Name: locksName, ExpiresField: "expiresAt", Owned: true},
+	{Name: locksName, ExpiresField: "expiresAt", Owned: true, ReapFields: []string{"workspaceId", "messageId"}},
 	{Name: takeoversName, ExpiresField: "expiresAt"},
 }
 

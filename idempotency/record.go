@@ -25,7 +25,7 @@ const (
 // to store.Ensure. expiresAt is garbage collection only: readers treat an
 // expired record as absent whether or not it is still stored.
 var Collections = []store.Collection{
-	{Name: keysCollection, ExpiresField: "expiresAt", Owned: true},
+	{Name: keysCollection, ExpiresField: "expiresAt", Owned: true, ReapFields: []string{"state", "token", "commitId"}},
 	{Name: takeoversCollection, ExpiresField: "expiresAt"},
 }
 

@@ -30,6 +30,11 @@ type Collection struct {
 	// deleted only by the ReapFunc its package registers (ReapWith), on
 	// MongoDB too (where ExpiresField gets a plain index for the scan).
 	Owned bool
+	// ReapFields name the string fields an owned collection's ReapFunc
+	// reads besides _id and ExpiresField. On the embedded engine's host the
+	// reaper reads expired documents from SQLite with those fields only
+	// (expiry.go); a field that is not a string there is left out.
+	ReapFields []string
 	// Indexes are secondary indexes. Hot paths read by _id only.
 	Indexes []mongo.IndexModel
 }
@@ -134,7 +139,8 @@ func (s *Store) addReaped(c Collection) {
 // ReapFunc deletes a batch of expired documents of an owned collection
 // through its owner's claims and returns how many it deleted. docs were
 // expired at now when they were read; any of them may have changed owner
-// since, which the claims detect.
+// since, which the claims detect. On the embedded engine's host a document
+// carries only its _id, its expiry and the collection's ReapFields.
 type ReapFunc func(ctx context.Context, now time.Time, docs []bson.Raw) (deleted int64, err error)
 
 // ReapWith registers the reaper of an owned collection. Until it is
@@ -205,11 +211,10 @@ func (s *Store) Reap(ctx context.Context, now time.Time) (int64, error) {
 			s.log.Error().Str("collection", c.Name).Msg("owned collection has no registered reaper: its expired documents stay")
 			continue
 		}
-		needDocs := f != nil
 		if f == nil {
 			f = s.deleteExpired(c)
 		}
-		n, err := s.reapCollection(ctx, c, now, f, needDocs)
+		n, err := s.reapCollection(ctx, c, now, f)
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("reap %s: %w", c.Name, err)
@@ -218,10 +223,10 @@ func (s *Store) Reap(ctx context.Context, now time.Time) (int64, error) {
 	return total, nil
 }
 
-func (s *Store) reapCollection(ctx context.Context, c Collection, now time.Time, f ReapFunc, needDocs bool) (int64, error) {
+func (s *Store) reapCollection(ctx context.Context, c Collection, now time.Time, f ReapFunc) (int64, error) {
 	var total int64
 	for {
-		n, read, err := s.reapRound(ctx, c, now, f, needDocs)
+		n, read, err := s.reapRound(ctx, c, now, f)
 		total += n
 		switch {
 		case err != nil:
@@ -237,70 +242,35 @@ func (s *Store) reapCollection(ctx context.Context, c Collection, now time.Time,
 	}
 }
 
-func (s *Store) reapRound(ctx context.Context, c Collection, now time.Time, f ReapFunc, needDocs bool) (deleted int64, read int, err error) {
+func (s *Store) reapRound(ctx context.Context, c Collection, now time.Time, f ReapFunc) (deleted int64, read int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, reapRoundTimeout)
 	defer cancel()
-	docs, read, err := s.expired(ctx, c, now, needDocs)
+	docs, err := s.expired(ctx, c, now)
 	if err != nil || len(docs) == 0 {
-		return 0, read, err
+		return 0, 0, err
 	}
 	deleted, err = f(ctx, now, docs)
-	return deleted, read, err
+	return deleted, len(docs), err
 }
 
-// expired reads up to ReapRound documents of c expired at now; read is how
-// many the scan found. Without needDocs (the collection's reaper deletes by
-// _id alone) the embedded engine's host reads only their _ids (expiry.go).
-func (s *Store) expired(ctx context.Context, c Collection, now time.Time, needDocs bool) (docs []bson.Raw, read int, err error) {
+// expired reads up to ReapRound documents of c expired at now. On the
+// embedded engine's host they come from SQLite through the expiry index,
+// with only the fields the collection's reaper reads (expiry.go).
+func (s *Store) expired(ctx context.Context, c Collection, now time.Time) ([]bson.Raw, error) {
 	if s.sqlite != "" {
-		return s.expiredByIndex(ctx, c, now, needDocs)
+		return s.expiredFromFile(ctx, c, now, ReapRound)
 	}
 	filter := bson.D{{Key: c.ExpiresField, Value: bson.D{{Key: "$lte", Value: now}}}}
 	cur, err := s.Collection(c.Name).Find(ctx, filter, options.Find().SetLimit(ReapRound).SetBatchSize(scanBatch))
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	defer cur.Close(context.WithoutCancel(ctx))
+	var docs []bson.Raw
 	for cur.Next(ctx) {
 		docs = append(docs, slices.Clone(cur.Current))
 	}
-	return docs, len(docs), cur.Err()
-}
-
-// expiredByIndex is expired on the embedded engine's host: SQLite finds the
-// expired _ids through the expiry index; the documents, when the reaper
-// needs them, are read by _id through the engine and kept only if still
-// expired (one may have been renewed since the index said otherwise).
-func (s *Store) expiredByIndex(ctx context.Context, c Collection, now time.Time, needDocs bool) ([]bson.Raw, int, error) {
-	ids, err := s.expiredIDs(ctx, c, now.UnixMilli(), ReapRound)
-	if err != nil {
-		return nil, 0, err
-	}
-	if s.afterExpiryScan != nil {
-		s.afterExpiryScan()
-	}
-	docs := make([]bson.Raw, 0, len(ids))
-	for _, id := range ids {
-		if !needDocs {
-			raw, err := bson.Marshal(bson.D{{Key: "_id", Value: id}})
-			if err != nil {
-				return nil, 0, err
-			}
-			docs = append(docs, raw)
-			continue
-		}
-		raw, err := s.Collection(c.Name).FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
-		switch {
-		case IsNotFound(err):
-			continue // deleted meanwhile
-		case err != nil:
-			return nil, 0, err
-		}
-		if at, ok := raw.Lookup(c.ExpiresField).TimeOK(); ok && !at.After(now) {
-			docs = append(docs, raw)
-		}
-	}
-	return docs, len(ids), nil
+	return docs, cur.Err()
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

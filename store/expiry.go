@@ -11,9 +11,11 @@ package store
 // Where this process can reach the engine's database file (the engine's
 // host, and tests), the reaper asks SQLite itself instead: an expression
 // index on the expiry field (created by Ensure, beside the _id one) finds
-// the expired documents' _ids, and the pass costs what it deletes, not
-// what the collection holds. The documents' own reads and every write still
-// go through the engine. A process attached by URI only scans as before.
+// the expired documents, and the pass costs what it deletes, not what the
+// collection holds. It reads only what the reapers use: the _id, the
+// expiry, and an owned collection's ReapFields (strings: the lock's
+// holder, the key record's generation). Every write still goes through the
+// engine. A process attached by URI only scans as before.
 //
 // The layout read here is FerretDB v1.24.2's (the last v1, frozen): one
 // table per collection, named in _ferretdb_collections, with the document
@@ -26,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -52,8 +55,11 @@ func patchExpiryIndexes(ctx context.Context, file string, colls []Collection) er
 			return fmt.Errorf("expiry field %q of %s is not a plain name", c.ExpiresField, c.Name)
 		}
 		table, err := tableOf(ctx, db, c.Name)
-		if err != nil || table == "" {
+		if err != nil {
 			return err
+		}
+		if table == "" {
+			continue // no table yet: Ensure runs again at the next start-up
 		}
 		q := fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %q ON %q (%s)`, table+"_msgapi_exp", table, expiryExpr(c.ExpiresField))
 		if _, err := db.ExecContext(ctx, q); err != nil {
@@ -76,18 +82,30 @@ func tableOf(ctx context.Context, db *sql.DB, coll string) (string, error) {
 	return table, nil
 }
 
-// expiredSQL selects, through the expiry index, the _id and its BSON type
-// of up to ? documents whose expiry field is a date at or before ? ms: what
-// {field: {$lte: <date>}} matches (a value of another type is never
-// compared with a date).
-func expiredSQL(table, field string) string {
-	return fmt.Sprintf(`SELECT _ferretdb_sjson->>'$._id', _ferretdb_sjson->>'$."$s".p._id.t' FROM %q
-		WHERE %s <= ? AND _ferretdb_sjson->>'$."$s".p.%s.t' = 'date' LIMIT ?`, table, expiryExpr(field), field)
+// expiredSQL selects, through the expiry index, up to ? documents whose
+// expiry field is a date at or before ? ms — what {field: {$lte: <date>}}
+// matches (a value of another type is never compared with a date) — as
+// their _id with its BSON type, their expiry, and each of fields with its
+// BSON type.
+func expiredSQL(table, field string, fields []string) string {
+	cols := `_ferretdb_sjson->>'$._id', _ferretdb_sjson->>'$."$s".p._id.t', ` + expiryExpr(field)
+	for _, f := range fields {
+		cols += fmt.Sprintf(`, _ferretdb_sjson->>'$.%s', _ferretdb_sjson->>'$."$s".p.%s.t'`, f, f)
+	}
+	return fmt.Sprintf(`SELECT %s FROM %q WHERE %s <= ? AND _ferretdb_sjson->>'$."$s".p.%s.t' = 'date' LIMIT ?`,
+		cols, table, expiryExpr(field), field)
 }
 
-// expiredIDs returns the _ids of up to limit documents of c expired at
-// ms, read from the engine's database file.
-func (s *Store) expiredIDs(ctx context.Context, c Collection, ms int64, limit int) ([]any, error) {
+// expiredFromFile reads up to limit documents of c expired at now from the
+// engine's database file: each as {_id, <expiry>, <ReapFields that are
+// strings>}. One statement, so what it returns was expired in one
+// snapshot, as the engine's own scan would have returned it.
+func (s *Store) expiredFromFile(ctx context.Context, c Collection, now time.Time, limit int) ([]bson.Raw, error) {
+	for _, f := range c.ReapFields {
+		if !plainField.MatchString(f) {
+			return nil, fmt.Errorf("reap field %q of %s is not a plain name", f, c.Name)
+		}
+	}
 	db, err := openSQLite(s.sqlite)
 	if err != nil {
 		return nil, err
@@ -97,33 +115,51 @@ func (s *Store) expiredIDs(ctx context.Context, c Collection, ms int64, limit in
 	if err != nil || table == "" {
 		return nil, err
 	}
-	rows, err := db.QueryContext(ctx, expiredSQL(table, c.ExpiresField), ms, limit)
+	rows, err := db.QueryContext(ctx, expiredSQL(table, c.ExpiresField, c.ReapFields), now.UnixMilli(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("scan %s for expired documents: %w", c.Name, err)
 	}
 	defer rows.Close()
-	var ids []any
+	var docs []bson.Raw
 	for rows.Next() {
-		var id, typ string
-		if err := rows.Scan(&id, &typ); err != nil {
+		var id, idType string
+		var expiry int64
+		vals := make([]sql.NullString, 2*len(c.ReapFields))
+		dest := []any{&id, &idType, &expiry}
+		for i := range vals {
+			dest = append(dest, &vals[i])
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
-		switch typ {
+		doc := bson.D{{Key: "_id", Value: id}}
+		switch idType {
 		case "string":
-			ids = append(ids, id)
 		case "objectId":
 			oid, err := bson.ObjectIDFromHex(id)
 			if err != nil {
 				return nil, fmt.Errorf("expired document of %s: _id %q: %w", c.Name, id, err)
 			}
-			ids = append(ids, oid)
+			doc[0].Value = oid
 		default:
 			// msgapi writes string _ids only (and the driver ObjectIDs); a
 			// document with another _id type is left for a person to look at.
-			s.log.Warn().Str("collection", c.Name).Str("idType", typ).Msg("expired document with an unexpected _id type left in place")
+			s.log.Warn().Str("collection", c.Name).Str("idType", idType).Msg("expired document with an unexpected _id type left in place")
+			continue
 		}
+		doc = append(doc, bson.E{Key: c.ExpiresField, Value: bson.DateTime(expiry)})
+		for i, f := range c.ReapFields {
+			if v, t := vals[2*i], vals[2*i+1]; v.Valid && t.String == "string" {
+				doc = append(doc, bson.E{Key: f, Value: v.String})
+			}
+		}
+		raw, err := bson.Marshal(doc)
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, raw)
 	}
-	return ids, rows.Err()
+	return docs, rows.Err()
 }
 
 // expiredPlan returns SQLite's query plan for the reaper's scan of c.
@@ -137,5 +173,5 @@ func expiredPlan(ctx context.Context, file string, c Collection) (string, error)
 	if err != nil {
 		return "", err
 	}
-	return queryPlan(ctx, db, expiredSQL(table, c.ExpiresField), 0, 1)
+	return queryPlan(ctx, db, expiredSQL(table, c.ExpiresField, c.ReapFields), 0, 1)
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -72,43 +73,42 @@ func TestReaperDeletesExactlyTheExpiredDates(t *testing.T) {
 	}
 }
 
-// An owned collection's reaper gets the documents themselves, read after the
-// index said they expired: one renewed in between is not handed over.
-func TestOwnedReaperGetsOnlyDocumentsStillExpired(t *testing.T) {
+// An owned collection's reaper gets, from the embedded engine's file, each
+// expired document's _id, expiry and declared ReapFields (strings only);
+// nothing of a live one.
+func TestOwnedReaperGetsItsFields(t *testing.T) {
 	if _, dir := storetest.URI(t); dir == "" {
-		t.Log("not the embedded engine: the scan reads the documents themselves")
+		t.Log("not the embedded engine: the scan reads whole documents")
 		return
 	}
-	owned := store.Collection{Name: "claims", ExpiresField: "expiresAt", Owned: true}
+	owned := store.Collection{Name: "claims", ExpiresField: "expiresAt", Owned: true, ReapFields: []string{"owner", "gen"}}
 	s := storetest.New(t, owned)
 	ctx := context.Background()
-	now := time.Now()
-	var got []string
+	now := time.Now().Truncate(time.Millisecond)
+	var got []bson.Raw
 	s.ReapWith("claims", func(ctx context.Context, now time.Time, docs []bson.Raw) (int64, error) {
-		for _, d := range docs {
-			got = append(got, d.Lookup("_id").StringValue()+"/"+d.Lookup("owner").StringValue())
-		}
+		got = append(got, docs...)
 		return int64(len(docs)), nil
 	})
 	_, err := s.Collection("claims").InsertMany(ctx, []any{
-		bson.D{{Key: "_id", Value: "a"}, {Key: "owner", Value: "old"}, {Key: "expiresAt", Value: now.Add(-time.Minute)}},
-		bson.D{{Key: "_id", Value: "b"}, {Key: "owner", Value: "old"}, {Key: "expiresAt", Value: now.Add(-time.Minute)}},
+		bson.D{{Key: "_id", Value: "a"}, {Key: "owner", Value: "ann"}, {Key: "gen", Value: int32(7)}, {Key: "secret", Value: "x"}, {Key: "expiresAt", Value: now.Add(-time.Minute)}},
+		bson.D{{Key: "_id", Value: "b"}, {Key: "owner", Value: "bob"}, {Key: "expiresAt", Value: now.Add(time.Minute)}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store.AfterExpiryScan(s, func() {
-		// a is taken over, with a fresh lifetime, after the scan found it.
-		_, err := s.Collection("claims").ReplaceOne(ctx, store.ByID("a"),
-			bson.D{{Key: "_id", Value: "a"}, {Key: "owner", Value: "new"}, {Key: "expiresAt", Value: now.Add(time.Hour)}})
-		if err != nil {
-			t.Error(err)
-		}
-	})
 	if _, err := s.Reap(ctx, now); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0] != "b/old" {
-		t.Fatalf("reaper got %v, want [b/old]: a was renewed before it was read", got)
+	if len(got) != 1 {
+		t.Fatalf("reaper got %d documents, want 1 (a)", len(got))
+	}
+	var doc bson.D
+	if err := bson.Unmarshal(got[0], &doc); err != nil {
+		t.Fatal(err)
+	}
+	want := bson.D{{Key: "_id", Value: "a"}, {Key: "expiresAt", Value: bson.DateTime(now.Add(-time.Minute).UnixMilli())}, {Key: "owner", Value: "ann"}}
+	if !reflect.DeepEqual(doc, want) {
+		t.Errorf("reaper got %v, want %v (gen is not a string, secret not declared)", doc, want)
 	}
 }

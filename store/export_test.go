@@ -38,7 +38,3 @@ func (g *Gate) Release() { g.release() }
 func ExpiredPlan(ctx context.Context, s *Store, c Collection) (string, error) {
 	return expiredPlan(ctx, s.sqlite, c)
 }
-
-// AfterExpiryScan sets the hook that runs between the reaper's index scan
-// and its reads of the documents it found.
-func AfterExpiryScan(s *Store, f func()) { s.afterExpiryScan = f }

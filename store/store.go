@@ -74,9 +74,6 @@ type Store struct {
 	// (writegate.go); nil on MongoDB.
 	gate   *writeGate
 	sqlite string // the embedded engine's database file, when we can reach it
-	// afterExpiryScan, set by tests only, runs between the reaper's scan of
-	// the expiry index and its reads of the documents (expiredByIndex).
-	afterExpiryScan func()
 	log             zerolog.Logger
 
 	batchMu sync.Mutex
