@@ -74,7 +74,7 @@ type Store struct {
 	// (writegate.go); nil on MongoDB.
 	gate   *writeGate
 	sqlite string // the embedded engine's database file, when we can reach it
-	log             zerolog.Logger
+	log    zerolog.Logger
 
 	batchMu sync.Mutex
 	batches map[string]*Batch // group-commit inserters by collection (batch.go)
