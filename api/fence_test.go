@@ -60,6 +60,14 @@ func insertInto(coll string) func(e *event.CommandStartedEvent) bool {
 	}
 }
 
+// updateOf matches an update of the named collection.
+func updateOf(coll string) func(e *event.CommandStartedEvent) bool {
+	return func(e *event.CommandStartedEvent) bool {
+		v, err := e.Command.LookupErr("update")
+		return e.CommandName == "update" && err == nil && v.StringValue() == coll
+	}
+}
+
 // async posts body in the background; the answer arrives on the channel.
 func async(e *apitest.Env, key, body string, hdr map[string]string) <-chan apitest.Response {
 	ch := make(chan apitest.Response, 1)
@@ -230,8 +238,8 @@ func TestFenceKeyRetriedAfterWindow(t *testing.T) {
 	b := apitest.New(t, apitest.Options{Store: apitest.SecondStore(t, a.Store), Sender: a.Sender, Now: bClock.Now})
 	hdr := map[string]string{"Idempotency-Key": "order-7-reminder"}
 	// a's process "dies" once the message is sent: its response is never
-	// stored (the completion's claim insert never returns).
-	held, _ := stall(t, a.Store, insertInto("idempotency_takeovers"))
+	// stored (the completion's write of the key record never returns).
+	held, _ := stall(t, a.Store, updateOf("idempotency_keys"))
 	async(a, a.Key, fenceBody, hdr)
 	<-held
 	wantSends(t, a.Sender, 1)
@@ -258,7 +266,7 @@ func TestFenceKeyedDuplicateRetriedAfterWindow(t *testing.T) {
 	b := apitest.New(t, apitest.Options{Store: apitest.SecondStore(t, a.Store), Sender: a.Sender, Now: bClock.Now})
 	orig := a.Send(fenceBody)
 	hdr := map[string]string{"Idempotency-Key": "dup-under-key"}
-	held, _ := stall(t, a.Store, insertInto("idempotency_takeovers"))
+	held, _ := stall(t, a.Store, updateOf("idempotency_keys"))
 	async(a, a.Key, fenceBody, hdr)
 	<-held // answered as a duplicate; the process dies before storing it
 	bClock.Advance(20 * time.Minute)

@@ -5,12 +5,11 @@
 // It decides, per (workspace, method, path, key), whether a request runs,
 // replays, or is refused: 422 when the key was used with a different request,
 // 409 with Retry-After while the first one is still running. Every change of
-// ownership of a record is decided by a unique insert, because that is the
-// only atomic compare-and-swap the embedded engine offers: a claim inserts
-// the record, and replacing a generation of it (a crashed holder's claim, an
-// expired record, our own claim when we complete or release it) first
-// inserts a takeover document named after that generation, which exactly one
-// request can do.
+// ownership of a record is decided atomically: a claim inserts the record
+// (a unique insert), and replacing a generation of it (a crashed holder's
+// claim, an expired record, our own claim when we complete or release it)
+// is a write conditional on that generation's token, which exactly one
+// request can make (record.go: generation).
 //
 // Only responses of requests that reached the send stage (Handler)
 // and ended below 500 are stored. A request that stopped before it releases
@@ -180,11 +179,12 @@ type request struct {
 // Wrap applies the Idempotency-Key header to h. Mount the result after
 // authentication and body reading; h validates.
 //
-// Round trips: no header 0; replay, 409 and 422 1; a request that runs 4
-// (read, claim insert, then the takeover insert on its own claim and the
-// write that stores or releases it); a request that takes over a dead or
-// expired record 5 (the claim is a takeover insert plus a rewrite); a request
-// that loses a claim or takeover race 3 (read, insert, read again).
+// Round trips: no header 0; replay, 409 and 422 1; a request that runs 3
+// (read, claim insert, then the write, conditional on its claim, that
+// stores or releases it); a request that takes over a dead or expired
+// record 3 too (the claim is a rewrite conditional on the generation it
+// replaces); a request that loses a claim or takeover race 3 (read, write,
+// read again).
 func (k *Keys) Wrap(h Handler) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
@@ -302,7 +302,6 @@ func (k *Keys) committed(ctx context.Context, claim record) bool {
 // acquire decides the request: a claim to run under, a completed record to
 // replay, or an error (409, 422, 503).
 func (k *Keys) acquire(ctx context.Context, q request) (claim record, replay *record, err error) {
-	lost := map[string]bool{} // generations whose takeover another request won
 	for range attempts {
 		rec, found, err := k.find(ctx, q.id)
 		if err != nil {
@@ -330,19 +329,15 @@ func (k *Keys) acquire(ctx context.Context, q request) (claim record, replay *re
 					return record{}, nil, msgapi.Unavailable(err)
 				}
 			}
-			if lost[rec.Token] {
-				return record{}, nil, k.inFlight(q, retryAfter)
-			}
 			claim = k.newClaim(q, now, now, now.Add(k.ttl))
-			won, err := k.takeOver(ctx, rec, claim, now)
+			won, err := k.replace(ctx, rec, claim)
 			if err != nil {
 				return record{}, nil, msgapi.Unavailable(err)
 			}
 			if won {
 				return claim, nil, nil
 			}
-			lost[rec.Token] = true
-			continue
+			continue // another request replaced it first: follow its record
 
 		case rec.Fingerprint != q.fingerprint:
 			q.event(zerolog.InfoLevel, events.IdempotencyConflict).Str("reason", "fingerprint_mismatch").Str("state", rec.State).
@@ -357,11 +352,6 @@ func (k *Keys) acquire(ctx context.Context, q request) (claim record, replay *re
 
 		case now.Before(rec.LeaseUntil):
 			return record{}, nil, k.inFlight(q, min(retryAfter, rec.LeaseUntil.Sub(now)))
-
-		case lost[rec.Token]:
-			// We lost the takeover and the winner has not rewritten the
-			// record yet: it is running now.
-			return record{}, nil, k.inFlight(q, retryAfter)
 
 		default:
 			// The holder's lease ended without a stored result: it crashed,
@@ -384,13 +374,12 @@ func (k *Keys) acquire(ctx context.Context, q request) (claim record, replay *re
 						Msg("idempotency claim whose lease ended answered from its committed message")
 					return record{}, &done, nil
 				}
-				lost[rec.Token] = true
-				continue
+				continue // another request replaced it first: follow its record
 			}
 			// Fenced (or no commit point): it never sent. Take over and run
 			// it, keeping the key's lifetime counted from the first request.
 			claim = k.newClaim(q, now, rec.CreatedAt, rec.ExpiresAt)
-			won, err := k.takeOver(ctx, rec, claim, now)
+			won, err := k.replace(ctx, rec, claim)
 			if err != nil {
 				return record{}, nil, msgapi.Unavailable(err)
 			}
@@ -399,7 +388,7 @@ func (k *Keys) acquire(ctx context.Context, q request) (claim record, replay *re
 					Msg("idempotency claim taken over from a holder whose lease ended")
 				return claim, nil, nil
 			}
-			lost[rec.Token] = true
+			// Another request replaced it first: follow its record.
 		}
 	}
 	return record{}, nil, k.inFlight(q, retryAfter)
@@ -445,16 +434,13 @@ func (k *Keys) settle(ctx context.Context, rec record) (Resolution, error) {
 // completeFrom stores res, the answer of rec's committed request, as the
 // record's completed response, if rec's generation is still ours to end.
 func (k *Keys) completeFrom(ctx context.Context, rec record, res Resolution, now time.Time) (record, bool, error) {
-	won, err := k.win(ctx, rec.ID, rec.Token, "", now)
-	if err != nil || !won {
-		return record{}, false, err
-	}
 	done := rec
 	done.State = stateCompleted
 	done.Token = newToken()
 	done.Status, done.ContentType, done.Body = res.Status, res.ContentType, res.Body
 	done.CompletedAt = now
-	if err := k.put(ctx, done); err != nil {
+	won, err := k.replace(ctx, rec, done)
+	if err != nil || !won {
 		return record{}, false, err
 	}
 	return done, true, nil
@@ -471,35 +457,26 @@ func (k *Keys) inFlight(q request, after time.Duration) error {
 }
 
 // complete stores the captured response under the claim, if the claim is
-// still ours: winning the takeover of our own generation proves nobody took
-// it over, and stops anybody from doing so while we rewrite it.
+// still ours: the rewrite is conditional on our generation, so it lands
+// only if nobody took the claim over.
 func (k *Keys) complete(ctx context.Context, q request, claim record, w *capture) {
-	now := k.now()
-	won, err := k.win(ctx, claim.ID, claim.Token, "", now)
-	if err != nil || !won {
-		q.event(zerolog.WarnLevel, "").Err(err).Bool("takenOver", !won && err == nil).
-			Msg("idempotent response not stored: the claim was lost or the store failed")
-		return
-	}
 	done := claim
 	done.State = stateCompleted
 	done.Token = newToken() // a new generation, so that it can expire and be taken over in turn
 	done.Status = w.status
 	done.ContentType = w.contentType
 	done.Body = w.body.Bytes()
-	done.CompletedAt = now
-	if err := k.put(ctx, done); err != nil {
-		q.event(zerolog.ErrorLevel, "").Err(err).Msg("idempotent response not stored")
+	done.CompletedAt = k.now()
+	won, err := k.replace(ctx, claim, done)
+	if err != nil || !won {
+		q.event(zerolog.WarnLevel, "").Err(err).Bool("takenOver", !won && err == nil).
+			Msg("idempotent response not stored: the claim was lost or the store failed")
 	}
 }
 
 // release deletes our claim so that a corrected retry runs.
 func (k *Keys) release(ctx context.Context, q request, claim record) {
-	won, err := k.win(ctx, claim.ID, claim.Token, "", k.now())
-	if err == nil && won {
-		err = k.remove(ctx, claim.ID)
-	}
-	if err != nil {
+	if _, err := k.remove(ctx, claim.ID, claim.Token); err != nil {
 		q.event(zerolog.WarnLevel, "").Err(err).Msg("idempotency claim not released; it frees itself when its lease ends")
 	}
 }

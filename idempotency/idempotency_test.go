@@ -333,8 +333,8 @@ func TestReplaySameKeySameBody(t *testing.T) {
 		t.Errorf("replay lacks Idempotent-Replayed: true (headers %v)", second.header)
 	}
 	a.wantSends(t, 1)
-	if firstRT != 4 {
-		t.Errorf("first request cost %d round trips, want 4 (read, claim, seal, store)", firstRT)
+	if firstRT != 3 {
+		t.Errorf("first request cost %d round trips, want 3 (read, claim, store: a write conditional on the claim)", firstRT)
 	}
 	if replayRT != 1 {
 		t.Errorf("replay cost %d round trips, want 1 (one read by _id)", replayRT)
@@ -463,8 +463,8 @@ func TestValidationErrorReleasesKey(t *testing.T) {
 	var bad response
 	rt := a.roundTrips(func() { bad = a.post(t, wsA, `{"to":"+15550100000"}`, "k") })
 	wantStatus(t, "invalid request", bad, http.StatusBadRequest)
-	if rt != 4 {
-		t.Errorf("validation failure cost %d round trips, want 4 (read, claim, seal, delete)", rt)
+	if rt != 3 {
+		t.Errorf("validation failure cost %d round trips, want 3 (read, claim, delete conditional on the claim)", rt)
 	}
 	if rec, ok := a.record(t, wsA, "k"); ok {
 		t.Fatalf("a request that failed validation left a record: %v", rec)
@@ -527,8 +527,8 @@ func TestExpiredRecordIsNew(t *testing.T) {
 		t.Fatalf("expired record should still be stored (no reaper ran): %v", rec)
 	}
 	var again response
-	if rt := a.roundTrips(func() { again = a.post(t, wsA, msg, "k") }); rt != 5 {
-		t.Errorf("request over an expired record cost %d round trips, want 5 (read, takeover insert, rewrite, seal, store)", rt)
+	if rt := a.roundTrips(func() { again = a.post(t, wsA, msg, "k") }); rt != 3 {
+		t.Errorf("request over an expired record cost %d round trips, want 3 (read, conditional rewrite, conditional store)", rt)
 	}
 	wantStatus(t, "same request after the TTL", again, http.StatusCreated)
 	if again.replayed() || bytes.Equal(again.body, first.body) {

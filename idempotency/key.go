@@ -134,12 +134,6 @@ func RecordID(workspaceID, method, path, key string) string {
 	return msgapi.HashFields(workspaceID, method, path, key)
 }
 
-// takeoverID names the one takeover allowed of a record generation: the
-// record's id and the token of the claim being replaced.
-func takeoverID(recordID, token string) string {
-	return msgapi.HashFields("takeover", recordID, token)
-}
-
 // keyOf finds the request's key: the header, or the body member when one
 // is named (""/absent: no key), and the body to fingerprint, which leaves
 // the member out so that a key moved between header and body, or added to

@@ -15,7 +15,7 @@
 //	unique   -unique distinct texts to those known leads          (8 store round trips each)
 //	resend   -resends of those texts again: the original exists   (4)
 //	storm    -storms bursts of -storm-size identical requests released together
-//	keyed    -keys distinct texts with an Idempotency-Key         (8 + 4)
+//	keyed    -keys distinct texts with an Idempotency-Key         (8 + 3)
 //	replay   -replays of the keyed requests, answered from the key (1)
 //
 // Before and after them it measures the store's raw single-document insert

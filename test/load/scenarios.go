@@ -380,7 +380,7 @@ func (l *load) all(ctx context.Context) (*report, error) {
 	for i := range keyed {
 		keyed[i] = l.newRequest(fmt.Sprintf("keyed-%d", i), i, fmt.Sprintf("load-%s-%d", l.runID, i))
 	}
-	first, err := scenario(keyedScenario, c.clients, 12, pooled(keyed))
+	first, err := scenario(keyedScenario, c.clients, 11, pooled(keyed))
 	if err != nil {
 		return nil, err
 	}
