@@ -3,15 +3,15 @@
 // the Twilio auth token) and the webhook relay's status callbacks (POST
 // /api/receipts/webhook, Standard Webhooks signature with the relay secret).
 //
-// Receipts repeat and arrive out of order, and the embedded engine's
-// conditional updates are not atomic, so a receipt decides nothing by
+// Receipts repeat and arrive out of order, so a receipt decides nothing by
 // updating. Each (message, vendor id, status) is recorded once, by a unique
 // insert; the message's status is then the highest-ranked recorded status
 // (messages.Rank), written through messages.Store.RecordOutcome, which
-// records its event first and never moves a message backwards. After
-// writing, the handler reads the message again and repeats until it shows
-// a status at least as high as every recorded one, so two receipts racing
-// on the embedded engine still converge on the highest.
+// records its event first and never moves a message backwards (its move is
+// conditional on the status it read, atomic on both engines). A move can
+// lose to a concurrent one, so after writing the handler reads the message
+// again and repeats until it shows a status at least as high as every
+// recorded one: two receipts racing converge on the highest.
 package receipts
 
 import (
