@@ -38,3 +38,6 @@ func (g *Gate) Release() { g.release() }
 func ExpiredPlan(ctx context.Context, s *Store, c Collection) (string, error) {
 	return expiredPlan(ctx, s.sqlite, c)
 }
+
+// EngineCheck exposes engineCheck to the tests.
+var EngineCheck = engineCheck

@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/store/storetest"
 )
 
@@ -84,5 +85,36 @@ func TestConditionsBesideIDStillDecide(t *testing.T) {
 	res, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: "a"}, {Key: "messageId", Value: "m9"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}})
 	if err != nil || res.MatchedCount != 0 {
 		t.Errorf("update of a stale generation matched %v (%v), want 0", res, err)
+	}
+}
+
+// msgapi's engine names itself (third_party/ferretdb/PATCHES.md, patch 2),
+// and a process attached by URI accepts only that FerretDB: any other runs
+// conditional writes without the relay, not atomically between processes.
+func TestOnlyMsgapisEngineIsAccepted(t *testing.T) {
+	if _, dir := storetest.URI(t); dir != "" {
+		s := storetest.New(t, things)
+		var info bson.M
+		if err := s.DB.RunCommand(context.Background(), bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
+			t.Fatal(err)
+		}
+		if info["ferretdbVersion"] != store.EngineVersion {
+			t.Errorf("the embedded engine reports ferretdbVersion %v, want %s", info["ferretdbVersion"], store.EngineVersion)
+		}
+	}
+	for _, tc := range []struct {
+		info          bson.M
+		ferret, error bool
+	}{
+		{bson.M{"version": "7.0.14"}, false, false}, // MongoDB
+		{bson.M{"ferretdbVersion": store.EngineVersion}, true, false},
+		{bson.M{"ferretdbVersion": "v1.24.2"}, true, true},
+		{bson.M{"ferretdbVersion": "unknown"}, true, true},
+		{bson.M{"ferretdbVersion": "v2.1.0"}, true, true},
+	} {
+		ferret, err := store.EngineCheck(tc.info)
+		if ferret != tc.ferret || (err != nil) != tc.error {
+			t.Errorf("%v: ferret %v, error %v; want %v, error %v", tc.info, ferret, err, tc.ferret, tc.error)
+		}
 	}
 }

@@ -149,11 +149,33 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	// embedded engine through MONGODB_URI learns it here too.
 	var info bson.M
 	if err := s.DB.RunCommand(pingCtx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err == nil {
-		_, s.ferret = info["ferretdbVersion"]
+		if s.ferret, err = engineCheck(info); err != nil {
+			_ = s.Close(context.Background())
+			return nil, fmt.Errorf("the store at %s: %w", s.URI, err)
+		}
 	}
 	s.ferret = s.ferret || s.embedded != nil || s.sqlite != ""
 	return s, nil
 }
+
+// engineCheck reads a buildInfo reply: ferret is true for FerretDB, and
+// err is set for a FerretDB that is not msgapi's embedded engine.
+func engineCheck(info bson.M) (ferret bool, err error) {
+	v, ferret := info["ferretdbVersion"]
+	if ferret && v != EngineVersion {
+		return true, fmt.Errorf("it is FerretDB %v, not msgapi's embedded engine (%s): "+
+			"its conditional writes are not atomic between processes, and the duplicate guard and the "+
+			"Idempotency-Key layer rely on them; use MongoDB (a replica set), or attach to a msgapi "+
+			"server's embedded store through its socket (README: Stores)", v, EngineVersion)
+	}
+	return ferret, nil
+}
+
+// EngineVersion is what msgapi's embedded engine reports as its
+// ferretdbVersion (third_party/ferretdb/PATCHES.md). Only that FerretDB
+// runs every write command alone (relay.go) and pushes a filter's _id
+// conjunct down, which conditional writes need; Open refuses any other.
+const EngineVersion = "v1.24.2+msgapi"
 
 // PushesDownOnlyID reports whether the store is the embedded engine
 // (FerretDB on SQLite), which finds documents through an index only by an

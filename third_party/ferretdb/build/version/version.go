@@ -115,7 +115,11 @@ func init() {
 	mongoDBVersionArray := must.NotFail(types.NewArray(int32(major), int32(minor), int32(patch), int32(0)))
 
 	info = &Info{
-		Version:             unknown,
+		// msgapi patch: the embedded build names itself, so that a msgapi
+		// process attached by URI can tell msgapi's engine (behind its
+		// relay, with the _id pushdown) from any other FerretDB
+		// (PATCHES.md). Upstream leaves it "unknown" when embedded.
+		Version:             "v1.24.2+msgapi",
 		Commit:              unknown,
 		Branch:              unknown,
 		Dirty:               false,
