@@ -139,7 +139,8 @@ func (s *Store) addReaped(c Collection) {
 // ReapFunc deletes a batch of expired documents of an owned collection
 // through its owner's claims and returns how many it deleted. docs were
 // expired at now when they were read; any of them may have changed owner
-// since, which the claims detect. On the embedded engine's host a document
+// since, which the owner's claims or conditional deletes detect. On the
+// embedded engine's host a document
 // carries only its _id, its expiry and the collection's ReapFields.
 type ReapFunc func(ctx context.Context, now time.Time, docs []bson.Raw) (deleted int64, err error)
 
