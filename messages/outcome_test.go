@@ -89,35 +89,14 @@ func TestFrom(t *testing.T) {
 // allows: sent (unknown may move up to sent, sent never back to unknown).
 // With the outcome written by _id alone, the last writer won.
 func TestRacingOutcomesNeverMoveBackwards(t *testing.T) {
-	st := storetest.New(t, Collections...)
-	stores := []*Store{NewStore(st), NewStore(storetest.Second(t, st))}
-	ctx := context.Background()
+	stores, ctx := twoProcesses(t), context.Background()
 	for round := range 40 {
 		id := fmt.Sprintf("msg_race_%d", round)
 		if err := stores[0].Insert(ctx, &Message{ID: id, WorkspaceID: "ws_a", Direction: "outbound", Status: StatusSending}); err != nil {
 			t.Fatal(err)
 		}
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		errs := make([]error, 2)
-		for i, to := range []string{StatusUnknown, StatusSent} {
-			wg.Go(func() {
-				m := Message{ID: id, WorkspaceID: "ws_a", Direction: "outbound", Status: to}
-				<-start
-				errs[i] = stores[(i+round)%2].RecordOutcome(ctx, &m)
-			})
-		}
-		close(start)
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatal(err)
-		}
-		got, _, err := stores[0].Get(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Status != StatusSent {
-			t.Fatalf("round %d: racing unknown and sent ended %s, want sent", round, got.Status)
+		if got := raceOutcomes(t, stores, round, id, StatusUnknown, StatusSent); got != StatusSent {
+			t.Fatalf("round %d: racing unknown and sent ended %s, want sent", round, got)
 		}
 	}
 }
@@ -126,9 +105,7 @@ func TestRacingOutcomesNeverMoveBackwards(t *testing.T) {
 // arriving at once, from two processes, end read, never delivered. Each
 // move is conditional on what its writer read, on both engines.
 func TestRacingLaterMovesNeverMoveBackwards(t *testing.T) {
-	st := storetest.New(t, Collections...)
-	stores := []*Store{NewStore(st), NewStore(storetest.Second(t, st))}
-	ctx := context.Background()
+	stores, ctx := twoProcesses(t), context.Background()
 	backwards := 0
 	for round := range 40 {
 		id := fmt.Sprintf("msg_later_%d", round)
@@ -138,31 +115,47 @@ func TestRacingLaterMovesNeverMoveBackwards(t *testing.T) {
 		if err := stores[0].RecordOutcome(ctx, &Message{ID: id, WorkspaceID: "ws_a", Direction: "outbound", Status: StatusSent}); err != nil {
 			t.Fatal(err)
 		}
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		errs := make([]error, 2)
-		for i, to := range []string{StatusDelivered, StatusRead} {
-			wg.Go(func() {
-				m := Message{ID: id, WorkspaceID: "ws_a", Direction: "outbound", Status: to}
-				<-start
-				errs[i] = stores[(i+round)%2].RecordOutcome(ctx, &m)
-			})
-		}
-		close(start)
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatal(err)
-		}
-		got, _, err := stores[0].Get(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Status != StatusRead {
+		if got := raceOutcomes(t, stores, round, id, StatusDelivered, StatusRead); got != StatusRead {
 			backwards++
-			t.Errorf("round %d: racing delivered and read ended %s, want read", round, got.Status)
+			t.Errorf("round %d: racing delivered and read ended %s, want read", round, got)
 		}
 	}
 	if backwards > 0 {
 		t.Logf("%d of 40 rounds moved backwards", backwards)
 	}
+}
+
+// twoProcesses returns two stores on one database: what two msgapi
+// processes have.
+func twoProcesses(t *testing.T) []*Store {
+	st := storetest.New(t, Collections...)
+	return []*Store{NewStore(st), NewStore(storetest.Second(t, st))}
+}
+
+// raceOutcomes records outcomes a and b of message id at once, one through
+// each store (which one alternates with round), and returns the status the
+// message ends with.
+func raceOutcomes(t *testing.T, stores []*Store, round int, id, a, b string) string {
+	t.Helper()
+	ctx := context.Background()
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, to := range []string{a, b} {
+		wg.Go(func() {
+			m := Message{ID: id, WorkspaceID: "ws_a", Direction: "outbound", Status: to}
+			<-start
+			errs[i] = stores[(i+round)%2].RecordOutcome(ctx, &m)
+		})
+	}
+	close(start)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := stores[0].Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.Status
 }
