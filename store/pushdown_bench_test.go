@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/msgapi/msgapi/store/storetest"
 )
@@ -25,15 +24,9 @@ func BenchmarkConditionalDelete(b *testing.B) {
 			s := storetest.New(b, things)
 			ctx := context.Background()
 			c := s.Collection("things")
-			for i := 0; i < n; i += 1000 {
-				docs := make([]any, 0, 1000)
-				for j := i; j < min(n, i+1000); j++ {
-					docs = append(docs, bson.D{{Key: "_id", Value: fmt.Sprintf("lock_%09d", j)}, {Key: "messageId", Value: fmt.Sprintf("msg_%d", j)}})
-				}
-				if _, err := c.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false)); err != nil {
-					b.Fatal(err)
-				}
-			}
+			seed(b, c, n, func(j int) bson.D {
+				return bson.D{{Key: "_id", Value: fmt.Sprintf("lock_%09d", j)}, {Key: "messageId", Value: fmt.Sprintf("msg_%d", j)}}
+			})
 			if b.N > n {
 				b.Fatalf("-benchtime %dx deletes more documents than the %d stored", b.N, n)
 			}

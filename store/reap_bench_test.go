@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/msgapi/msgapi/store"
@@ -26,18 +27,12 @@ func BenchmarkReapPass(b *testing.B) {
 			s := storetest.New(b, coll)
 			ctx := context.Background()
 			later := time.Now().Add(30 * 24 * time.Hour)
-			for i := 0; i < n; i += 1000 {
-				docs := make([]any, 0, 1000)
-				for j := i; j < min(n, i+1000); j++ {
-					docs = append(docs, bson.D{{Key: "_id", Value: fmt.Sprintf("evt_%09d", j)}, {Key: "type", Value: "message.sent"},
-						{Key: "payload", Value: bson.D{{Key: "id", Value: fmt.Sprintf("msg_%09d", j)}, {Key: "status", Value: "sent"},
-							{Key: "body", Value: "Your appointment is confirmed for tomorrow at 3pm. Reply STOP to opt out."}}},
-						{Key: "createdAt", Value: time.Now()}, {Key: "expiresAt", Value: later}})
-				}
-				if _, err := s.Collection("log").InsertMany(ctx, docs, options.InsertMany().SetOrdered(false)); err != nil {
-					b.Fatal(err)
-				}
-			}
+			seed(b, s.Collection("log"), n, func(j int) bson.D {
+				return bson.D{{Key: "_id", Value: fmt.Sprintf("evt_%09d", j)}, {Key: "type", Value: "message.sent"},
+					{Key: "payload", Value: bson.D{{Key: "id", Value: fmt.Sprintf("msg_%09d", j)}, {Key: "status", Value: "sent"},
+						{Key: "body", Value: "Your appointment is confirmed for tomorrow at 3pm. Reply STOP to opt out."}}},
+					{Key: "createdAt", Value: time.Now()}, {Key: "expiresAt", Value: later}}
+			})
 			b.ResetTimer()
 			for b.Loop() {
 				if n, err := s.Reap(ctx, time.Now()); err != nil || n != 0 {
@@ -45,5 +40,19 @@ func BenchmarkReapPass(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// seed inserts n documents, doc(0) … doc(n-1), a thousand to a command.
+func seed(b *testing.B, c *mongo.Collection, n int, doc func(i int) bson.D) {
+	b.Helper()
+	for i := 0; i < n; i += 1000 {
+		docs := make([]any, 0, 1000)
+		for j := i; j < min(n, i+1000); j++ {
+			docs = append(docs, doc(j))
+		}
+		if _, err := c.InsertMany(context.Background(), docs, options.InsertMany().SetOrdered(false)); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
