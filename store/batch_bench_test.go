@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -39,6 +40,30 @@ func BenchmarkWriteCommand(b *testing.B) {
 				}
 				if _, err := c.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false)); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+	}
+	// One document of each command loses to an existing _id, as in a
+	// duplicate storm, where the identical requests' lock inserts travel
+	// in one command.
+	for _, k := range []int{4, 16} {
+		b.Run(fmt.Sprintf("insert-one-duplicate/docs-per-command=%d", k), func(b *testing.B) {
+			s := storetest.New(b, things)
+			c, ctx := s.Collection("things"), context.Background()
+			if _, err := c.InsertOne(ctx, doc("taken")); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i += k {
+				docs := []any{doc("taken")}
+				for j := 1; j < k; j++ {
+					docs = append(docs, doc(fmt.Sprintf("d%09d", i+j)))
+				}
+				_, err := c.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+				var bwe mongo.BulkWriteException
+				if !errors.As(err, &bwe) || len(bwe.WriteErrors) != 1 || !mongo.IsDuplicateKeyError(err) {
+					b.Fatalf("want exactly one duplicate key error, got %v", err)
 				}
 			}
 		})

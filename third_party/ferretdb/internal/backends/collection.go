@@ -187,10 +187,21 @@ func (cc *collectionContract) Explain(ctx context.Context, params *ExplainParams
 // InsertAllParams represents the parameters of Collection.InsertAll method.
 type InsertAllParams struct {
 	Docs []*types.Document
+
+	// SkipDuplicates (msgapi, PATCHES.md, patch 3): a document that
+	// violates a unique index is left out and its index in Docs reported in
+	// InsertAllResult.Duplicates; the others are inserted, atomically.
+	// A backend that does not implement it returns the duplicate key error
+	// as without it.
+	SkipDuplicates bool
 }
 
 // InsertAllResult represents the results of Collection.InsertAll method.
-type InsertAllResult struct{}
+type InsertAllResult struct {
+	// Duplicates are the indexes in InsertAllParams.Docs of the documents
+	// left out with SkipDuplicates, in increasing order.
+	Duplicates []int
+}
 
 // InsertAll inserts documents into the collection.
 //

@@ -144,8 +144,19 @@ func (h *Handler) MsgInsert(connCtx context.Context, msg *wire.OpMsg) (*wire.OpM
 			}
 		}
 
-		if _, err = c.InsertAll(connCtx, &backends.InsertAllParams{Docs: docs}); err == nil {
-			inserted += int32(len(docs))
+		// msgapi (PATCHES.md, patch 3): an unordered insert leaves out the
+		// documents that violate a unique index in the same transaction,
+		// instead of retrying every document in a transaction of its own.
+		var res *backends.InsertAllResult
+		if res, err = c.InsertAll(connCtx, &backends.InsertAllParams{
+			Docs:           docs,
+			SkipDuplicates: !params.Ordered,
+		}); err == nil {
+			inserted += int32(len(docs) - len(res.Duplicates))
+
+			for _, j := range res.Duplicates {
+				writeErrors = append(writeErrors, duplicateKeyError(docsIndexes[j], params.DB, params.Collection))
+			}
 
 			if params.Ordered && len(writeErrors) > 0 {
 				break
@@ -168,11 +179,7 @@ func (h *Handler) MsgInsert(connCtx context.Context, msg *wire.OpMsg) (*wire.OpM
 				return nil, lazyerrors.Error(err)
 			}
 
-			writeErrors = append(writeErrors, &mongo.WriteError{
-				Index:   docsIndexes[j],
-				Code:    int(handlererrors.ErrDuplicateKeyInsert),
-				Message: fmt.Sprintf(`E11000 duplicate key error collection: %s.%s`, params.DB, params.Collection),
-			})
+			writeErrors = append(writeErrors, duplicateKeyError(docsIndexes[j], params.DB, params.Collection))
 
 			if params.Ordered {
 				break
@@ -202,4 +209,14 @@ func (h *Handler) MsgInsert(connCtx context.Context, msg *wire.OpMsg) (*wire.OpM
 	return documentOpMsg(
 		res,
 	)
+}
+
+// duplicateKeyError is the write error of the document at index of an insert
+// that violates a unique index.
+func duplicateKeyError(index int, db, collection string) *mongo.WriteError {
+	return &mongo.WriteError{
+		Index:   index,
+		Code:    int(handlererrors.ErrDuplicateKeyInsert),
+		Message: fmt.Sprintf(`E11000 duplicate key error collection: %s.%s`, db, collection),
+	}
 }

@@ -100,6 +100,8 @@ func (c *collection) InsertAll(ctx context.Context, params *backends.InsertAllPa
 	db := c.r.DatabaseGetExisting(ctx, c.dbName)
 	meta := c.r.CollectionGet(ctx, c.dbName, c.name)
 
+	res := new(backends.InsertAllResult)
+
 	err := db.InTransaction(ctx, func(tx *fsql.Tx) error {
 		batchSize := c.r.BatchSize
 		if batchSize < 1 {
@@ -108,6 +110,7 @@ func (c *collection) InsertAll(ctx context.Context, params *backends.InsertAllPa
 
 		var batch []*types.Document
 		docs := params.Docs
+		var offset int
 
 		for len(docs) > 0 {
 			i := min(batchSize, len(docs))
@@ -118,14 +121,30 @@ func (c *collection) InsertAll(ctx context.Context, params *backends.InsertAllPa
 				return lazyerrors.Error(err)
 			}
 
-			if _, err = tx.ExecContext(ctx, q, args...); err != nil {
-				var se *sqlite3.Error
-				if errors.As(err, &se) && se.Code() == sqlite3lib.SQLITE_CONSTRAINT_UNIQUE {
-					return backends.NewError(backends.ErrorCodeInsertDuplicateID, err)
+			_, err = tx.ExecContext(ctx, q, args...)
+
+			switch {
+			case err == nil:
+			case !isUniqueViolation(err):
+				return lazyerrors.Error(err)
+			case !params.SkipDuplicates:
+				return backends.NewError(backends.ErrorCodeInsertDuplicateID, err)
+			default:
+				// msgapi: SQLite backs out only the failed statement and keeps
+				// the transaction, so the batch's documents are inserted one
+				// by one in it, and those that violate a unique index are
+				// reported instead (PATCHES.md, patch 3).
+				dups, err := insertEach(ctx, tx, meta.TableName, meta.Capped(), batch)
+				if err != nil {
+					return err
 				}
 
-				return lazyerrors.Error(err)
+				for _, j := range dups {
+					res.Duplicates = append(res.Duplicates, offset+j)
+				}
 			}
+
+			offset += len(batch)
 		}
 
 		return nil
@@ -134,7 +153,36 @@ func (c *collection) InsertAll(ctx context.Context, params *backends.InsertAllPa
 		return nil, err
 	}
 
-	return new(backends.InsertAllResult), nil
+	return res, nil
+}
+
+// insertEach inserts docs one statement each within tx and returns the
+// indexes of those that violate a unique index (msgapi, PATCHES.md, patch 3).
+func insertEach(ctx context.Context, tx *fsql.Tx, tableName string, capped bool, docs []*types.Document) ([]int, error) {
+	var dups []int
+
+	for j, doc := range docs {
+		q, args, err := prepareInsertStatement(tableName, capped, []*types.Document{doc})
+		if err != nil {
+			return nil, lazyerrors.Error(err)
+		}
+
+		if _, err = tx.ExecContext(ctx, q, args...); err != nil {
+			if !isUniqueViolation(err) {
+				return nil, lazyerrors.Error(err)
+			}
+
+			dups = append(dups, j)
+		}
+	}
+
+	return dups, nil
+}
+
+// isUniqueViolation reports whether err is SQLite's unique constraint error.
+func isUniqueViolation(err error) bool {
+	var se *sqlite3.Error
+	return errors.As(err, &se) && se.Code() == sqlite3lib.SQLITE_CONSTRAINT_UNIQUE
 }
 
 // UpdateAll implements backends.Collection interface.

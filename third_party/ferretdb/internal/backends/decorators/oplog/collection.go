@@ -17,6 +17,7 @@ package oplog
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/FerretDB/FerretDB/internal/backends"
@@ -64,12 +65,17 @@ func (c *collection) InsertAll(ctx context.Context, params *backends.InsertAllPa
 	}
 
 	if oplogC := c.oplogCollection(ctx); oplogC != nil {
-		oplogDocs := make([]*types.Document, len(params.Docs))
+		oplogDocs := make([]*types.Document, 0, len(params.Docs))
 
 		var oplogDoc *types.Document
 		now := time.Now()
 
 		for i, doc := range params.Docs {
+			// msgapi (PATCHES.md, patch 3): documents left out were not inserted.
+			if slices.Contains(res.Duplicates, i) {
+				continue
+			}
+
 			d := &document{
 				o:  doc,
 				ns: c.dbName + "." + c.name,
@@ -80,7 +86,7 @@ func (c *collection) InsertAll(ctx context.Context, params *backends.InsertAllPa
 				return res, nil
 			}
 
-			oplogDocs[i] = oplogDoc
+			oplogDocs = append(oplogDocs, oplogDoc)
 		}
 
 		_, err = oplogC.InsertAll(ctx, &backends.InsertAllParams{

@@ -1,0 +1,148 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/msgapi/msgapi/store/storetest"
+)
+
+// An unordered insert whose documents include some that lose to an existing
+// _id — group commit (batch.go) sends the inserts of a duplicate storm
+// together — inserts every other document and reports exactly the losers,
+// at their indexes, over more documents than the engine puts in one SQL
+// statement (100), and whatever the earlier holders of those _ids hold stays.
+func TestUnorderedInsertReportsExactlyTheDuplicates(t *testing.T) {
+	s := storetest.New(t, things)
+	ctx := context.Background()
+	c := s.Collection("things")
+	taken := []string{"d000", "d099", "d100", "d150", "d255"}
+	for _, id := range taken {
+		if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "by", Value: "earlier"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var docs []any
+	for i := range 256 {
+		docs = append(docs, bson.D{{Key: "_id", Value: fmt.Sprintf("d%03d", i)}, {Key: "by", Value: "batch"}})
+	}
+	// The same new _id twice in one command: the second loses to the first.
+	docs = append(docs, bson.D{{Key: "_id", Value: "d010"}, {Key: "by", Value: "second"}})
+	wantLosers := []int{0, 99, 100, 150, 255, 256}
+
+	res, err := c.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) {
+		t.Fatalf("InsertMany: %v, want a bulk write exception", err)
+	}
+	var losers []int
+	for _, we := range bwe.WriteErrors {
+		if !mongo.IsDuplicateKeyError(we) {
+			t.Errorf("write error at %d: %v, want a duplicate key error", we.Index, we)
+		}
+		losers = append(losers, we.Index)
+	}
+	slices.Sort(losers)
+	if !slices.Equal(losers, wantLosers) {
+		t.Errorf("duplicate key errors at %v, want %v", losers, wantLosers)
+	}
+	if res == nil || len(res.InsertedIDs) != len(docs)-len(wantLosers) {
+		t.Errorf("inserted %v, want %d ids", res, len(docs)-len(wantLosers))
+	}
+	if n, err := c.CountDocuments(ctx, bson.D{}); err != nil || n != 256 {
+		t.Errorf("%d documents stored (%v), want 256", n, err)
+	}
+	for id, by := range map[string]string{"d000": "earlier", "d150": "earlier", "d255": "earlier", "d010": "batch", "d001": "batch", "d254": "batch"} {
+		var got struct{ By string }
+		if err := c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&got); err != nil || got.By != by {
+			t.Errorf("%s: by %q (%v), want %q", id, got.By, err, by)
+		}
+	}
+}
+
+// An ordered insert still stops at its first duplicate: the documents
+// before it are stored, none after it.
+func TestOrderedInsertStopsAtTheFirstDuplicate(t *testing.T) {
+	s := storetest.New(t, things)
+	ctx := context.Background()
+	c := s.Collection("things")
+	if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: "a"}}, bson.D{{Key: "_id", Value: "b"}}, bson.D{{Key: "_id", Value: "c"}}})
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) || len(bwe.WriteErrors) != 1 || bwe.WriteErrors[0].Index != 1 {
+		t.Fatalf("InsertMany: %v, want one duplicate key error at index 1", err)
+	}
+	for id, want := range map[string]int64{"a": 1, "b": 1, "c": 0} {
+		if n, err := c.CountDocuments(ctx, bson.D{{Key: "_id", Value: id}}); err != nil || n != want {
+			t.Errorf("%s stored %d times (%v), want %d", id, n, err, want)
+		}
+	}
+}
+
+// On the embedded engine an unordered insert with duplicates commits its
+// other documents in one transaction (third_party/ferretdb/PATCHES.md,
+// patch 3), as without duplicates: a reader sees none of them or all.
+// Upstream retries each document in a transaction of its own, and a reader
+// counting meanwhile sees them arrive one by one. (The engine runs an
+// insert command in transactions of up to 100 documents, duplicates or not:
+// this one has 91.)
+func TestUnorderedInsertWithDuplicatesCommitsAtOnce(t *testing.T) {
+	if _, dir := storetest.URI(t); dir == "" {
+		t.Log("not the embedded engine: MongoDB's unordered insert is not atomic, nor asked to be")
+		return
+	}
+	s := storetest.New(t, things)
+	ctx := context.Background()
+	c := s.Collection("things")
+	if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: "taken"}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 90
+	for round := range 5 {
+		docs := []any{bson.D{{Key: "_id", Value: "taken"}}}
+		for i := range n {
+			docs = append(docs, bson.D{{Key: "_id", Value: fmt.Sprintf("r%d-%03d", round, i)}, {Key: "round", Value: round}})
+		}
+		var (
+			wg      sync.WaitGroup
+			done    = make(chan struct{})
+			partial []int64
+		)
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				k, err := c.CountDocuments(ctx, bson.D{{Key: "round", Value: round}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if k != 0 && k != n {
+					partial = append(partial, k)
+				}
+			}
+		})
+		_, err := c.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+		close(done)
+		wg.Wait()
+		if !mongo.IsDuplicateKeyError(err) {
+			t.Fatalf("round %d: InsertMany: %v, want the one duplicate", round, err)
+		}
+		if len(partial) > 0 {
+			t.Fatalf("round %d: a reader saw %v of the %d documents: not one transaction", round, partial[:min(len(partial), 5)], n)
+		}
+	}
+}
