@@ -50,6 +50,10 @@ func profileName(obj any) string {
 //
 // Obj should a pointer to a struct with a field "token" of type *Token.
 func Track(obj any, token *Token) {
+	if !debugbuild.Enabled {
+		return
+	}
+
 	checkArgs(obj, token)
 
 	name := profileName(obj)
@@ -94,6 +98,10 @@ func Track(obj any, token *Token) {
 //
 // It is safe to call this function multiple times.
 func Untrack(obj any, token *Token) {
+	if !debugbuild.Enabled {
+		return
+	}
+
 	checkArgs(obj, token)
 
 	p := pprof.Lookup(profileName(obj))
