@@ -44,3 +44,37 @@ func BenchmarkConditionalDelete(b *testing.B) {
 		})
 	}
 }
+
+// What a read of 20 documents by {_id: {$in: [...]}} costs: a listing page's
+// entries and messages, the event dispatcher's delete of what it archived.
+// Unpatched, the embedded engine read the whole collection for it; patched
+// (PATCHES.md, patch 5), it reads the 20 rows by the _id index.
+//
+//	go test -run '^$' -bench ReadByIDs -benchtime 200x ./store/
+func BenchmarkReadByIDs(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("stored=%d", n), func(b *testing.B) {
+			s := storetest.New(b, things)
+			ctx := context.Background()
+			c := s.Collection("things")
+			seed(b, c, n, func(j int) bson.D {
+				return bson.D{{Key: "_id", Value: fmt.Sprintf("doc_%09d", j)}, {Key: "n", Value: j}}
+			})
+			b.ResetTimer()
+			for i := range b.N {
+				ids := make(bson.A, 20)
+				for k := range ids {
+					ids[k] = fmt.Sprintf("doc_%09d", ((i*20+k)*7919)%n)
+				}
+				cur, err := c.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				var docs []bson.Raw
+				if err := cur.All(ctx, &docs); err != nil || len(docs) != 20 {
+					b.Fatal(len(docs), err)
+				}
+			}
+		})
+	}
+}

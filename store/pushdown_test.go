@@ -11,8 +11,9 @@ import (
 )
 
 // The embedded engine pushes the _id conjunct of any filter down to SQL
-// (third_party/ferretdb/PATCHES.md), and says so in explain; a filter
-// without an _id equal to a string is still not pushed down.
+// (third_party/ferretdb/PATCHES.md, patches 1 and 5) — an _id equal to a
+// string or an ObjectID, or $in a list of those — and says so in explain;
+// any other filter is still not pushed down.
 func TestEmbeddedPushesDownTheIDConjunct(t *testing.T) {
 	if _, dir := storetest.URI(t); dir == "" {
 		t.Log("not the embedded engine: MongoDB plans its own queries")
@@ -29,7 +30,12 @@ func TestEmbeddedPushesDownTheIDConjunct(t *testing.T) {
 		{bson.D{{Key: "status", Value: "sent"}, {Key: "_id", Value: "a"}, {Key: "$or", Value: bson.A{bson.D{{Key: "x", Value: 1}}, bson.D{{Key: "y", Value: 2}}}}}, true},
 		{bson.D{{Key: "_id", Value: bson.NewObjectID()}, {Key: "n", Value: 1}}, true},
 		{bson.D{{Key: "messageId", Value: "m1"}}, false},
-		{bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{"a", "b"}}}}}, false},
+		{bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{"a", "b"}}}}}, true},
+		{bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{"a", bson.NewObjectID()}}}}, {Key: "messageId", Value: "m1"}}, true},
+		{bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{"a", 1}}}}}, false},
+		{bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{}}}}}, false},
+		{bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{"a"}}, {Key: "$ne", Value: "b"}}}}, false},
+		{bson.D{{Key: "_id", Value: bson.D{{Key: "$nin", Value: bson.A{"a"}}}}}, false},
 		{bson.D{{Key: "$or", Value: bson.A{bson.D{{Key: "_id", Value: "a"}}, bson.D{{Key: "_id", Value: "b"}}}}}, false},
 	} {
 		var res bson.M
@@ -60,6 +66,12 @@ func TestConditionsBesideIDStillDecide(t *testing.T) {
 	}
 	if n, _ := c.CountDocuments(ctx, bson.D{{Key: "_id", Value: "a"}, {Key: "messageId", Value: bson.D{{Key: "$in", Value: bson.A{"m0", "m1"}}}}}); n != 1 {
 		t.Errorf("{_id: a, messageId: $in [m0 m1]} counted %d, want 1", n)
+	}
+	if n, _ := c.CountDocuments(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{"a", "b", "z"}}}}, {Key: "messageId", Value: "m2"}}); n != 1 {
+		t.Errorf("{_id: $in [a b z], messageId: m2} counted %d, want 1 (b)", n)
+	}
+	if n, _ := c.CountDocuments(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{"b", "a", "z"}}}}}); n != 2 {
+		t.Errorf("{_id: $in [b a z]} counted %d, want 2", n)
 	}
 	// A stale generation deletes nothing; the current one deletes its own
 	// document only.

@@ -69,7 +69,7 @@ func TestConditionalUpdateOneWinnerAcrossProcesses(t *testing.T) {
 
 // Reproduces the review's N1: a conditional delete whose caller times out
 // while the engine still runs it must not land after a later write was told
-// it won. The delete (its _id is an $in, which the engine does not push
+// it won. The delete (its _id inside an $or, which the engine does not push
 // down, so it reads the whole collection first) times out at the client;
 // an update by _id then reports
 // that it matched the document; the delete must not remove it afterwards.
@@ -97,7 +97,7 @@ func TestTimedOutDeleteDoesNotLandAfterALaterWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
-		_, derr := c.DeleteOne(dctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{id}}}}, {Key: "owner", Value: "a"}})
+		_, derr := c.DeleteOne(dctx, bson.D{{Key: "$or", Value: bson.A{bson.D{{Key: "_id", Value: id}}}}, {Key: "owner", Value: "a"}})
 		cancel()
 		if !mongo.IsTimeout(derr) {
 			continue // the delete answered in time: nothing to judge this round

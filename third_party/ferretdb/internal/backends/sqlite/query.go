@@ -24,19 +24,21 @@ import (
 	"github.com/FerretDB/FerretDB/internal/util/must"
 )
 
-// prepareIDWhereClause returns the WHERE clause, and its argument, that
+// prepareIDWhereClause returns the WHERE clause, and its arguments, that
 // applies the _id conjunct of filter: filter's top-level _id when it is a
-// string or an ObjectID, whatever other conditions sit beside it (top-level
+// string or an ObjectID, or {$in: [...]} of up to maxIDsPushedDown of them
+// and nothing else, whatever other conditions sit beside it (top-level
 // conditions are all ANDed, and _id is never an array, so every document the
-// filter matches has exactly that _id). The rest of the filter is left to
-// the handler, which filters every document the query returns (the
-// backends.Collection.Query contract: "Filter may be ignored, or safely
-// applied partially or entirely"). Without an _id of those types it
-// returns "", nil: no pushdown.
+// filter matches has exactly that _id, or one of those). The rest of the
+// filter is left to the handler, which filters every document the query
+// returns (the backends.Collection.Query contract: "Filter may be ignored,
+// or safely applied partially or entirely"). Without an _id of those shapes
+// it returns "", nil: no pushdown.
 //
 // msgapi patch: upstream v1.24.2 pushed _id down only when it was the
-// filter's only key, so a conditional write such as {_id, generation} read
-// the whole collection (PATCHES.md).
+// filter's only key and a string or an ObjectID, so a conditional write such
+// as {_id, generation} or a read of a few documents by {_id: {$in}} read the
+// whole collection (PATCHES.md, patches 1 and 5).
 func prepareIDWhereClause(filter *types.Document) (string, []any) {
 	if filter == nil {
 		return "", nil
@@ -45,11 +47,45 @@ func prepareIDWhereClause(filter *types.Document) (string, []any) {
 	if err != nil {
 		return "", nil
 	}
+	if isIDScalar(v) {
+		return fmt.Sprintf(` WHERE %s = ?`, metadata.IDColumn), []any{string(must.NotFail(sjson.MarshalSingleValue(v)))}
+	}
+
+	op, ok := v.(*types.Document)
+	if !ok || op.Len() != 1 {
+		return "", nil
+	}
+	in, err := op.Get("$in")
+	if err != nil {
+		return "", nil
+	}
+	arr, ok := in.(*types.Array)
+	if !ok || arr.Len() == 0 || arr.Len() > maxIDsPushedDown {
+		return "", nil
+	}
+	args := make([]any, arr.Len())
+	for i := range arr.Len() {
+		e := must.NotFail(arr.Get(i))
+		if !isIDScalar(e) {
+			return "", nil
+		}
+		args[i] = string(must.NotFail(sjson.MarshalSingleValue(e)))
+	}
+	return fmt.Sprintf(` WHERE %s IN (?%s)`, metadata.IDColumn, strings.Repeat(", ?", len(args)-1)), args
+}
+
+// maxIDsPushedDown bounds the _ids of one pushed-down $in, well below
+// SQLite's limit on a statement's parameters (32,766).
+const maxIDsPushedDown = 1000
+
+// isIDScalar reports whether v is an _id value that prepareIDWhereClause
+// compares in SQL: a string or an ObjectID.
+func isIDScalar(v any) bool {
 	switch v.(type) {
 	case string, types.ObjectID:
-		return fmt.Sprintf(` WHERE %s = ?`, metadata.IDColumn), []any{string(must.NotFail(sjson.MarshalSingleValue(v)))}
+		return true
 	default:
-		return "", nil
+		return false
 	}
 }
 
