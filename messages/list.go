@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/msgapi/msgapi"
@@ -32,8 +31,6 @@ const (
 	// to within the clock difference of msgapi processes; since stops the
 	// scan only once entries are this much older.
 	clockSlack = time.Minute
-	// readers: concurrent store reads of one list request.
-	readers = 8
 )
 
 // The values the filters take.
@@ -264,59 +261,53 @@ type slotMessage struct {
 // readSlots reads the entries of slots (descending), filters them, reads
 // the messages of those that pass, and returns the matches in slot order.
 // stop says an entry older than f.Since was reached: nothing further down
-// can match.
+// can match. The entries are one read ({_id: {$in}}), the messages one or
+// two (GetMany), on both engines: the embedded engine finds $in on _id
+// through its index (third_party/ferretdb/PATCHES.md, patch 5).
 func (s *Store) readSlots(ctx context.Context, workspaceID, feed string, slots []int64, f ListFilter) ([]slotMessage, bool, error) {
-	entries := make([]*indexEntry, len(slots))
-	err := parallel(len(slots), func(i int) error {
-		var e indexEntry
-		err := s.idx.FindOne(ctx, store.ByID(slotID(feed, slots[i]))).Decode(&e)
-		switch {
-		case store.IsNotFound(err):
-			return nil // not written yet (a concurrent send): skip
-		case err != nil:
-			return msgapi.Unavailable(fmt.Errorf("read feed slot: %w", err))
-		}
-		entries[i] = &e
-		return nil
-	})
-	if err != nil {
-		return nil, false, err
+	ids := make([]string, len(slots))
+	for i, n := range slots {
+		ids[i] = slotID(feed, n)
 	}
+	var found []indexEntry
+	if err := findIDs(ctx, s.idx, ids, &found); err != nil {
+		return nil, false, msgapi.Unavailable(fmt.Errorf("read feed slots: %w", err))
+	}
+	byID := make(map[string]*indexEntry, len(found))
+	for i := range found {
+		byID[found[i].ID] = &found[i]
+	}
+	entries := make([]*indexEntry, len(slots)) // nil: not written yet (a concurrent send): skipped
+	var want []string
 	stop := false
-	for i, e := range entries {
-		if e == nil || e.filler() {
+	for i, id := range ids {
+		e := byID[id]
+		switch {
+		case e == nil || e.filler():
 			continue
-		}
-		if stop || !f.Since.IsZero() && e.CreatedAt.Before(f.Since.Add(-clockSlack)) {
+		case stop || !f.Since.IsZero() && e.CreatedAt.Before(f.Since.Add(-clockSlack)):
 			stop = true
-			entries[i] = nil
+			continue
+		case !f.matchEntry(e):
 			continue
 		}
-		if !f.matchEntry(e) {
-			entries[i] = nil
-		}
+		entries[i] = e
+		want = append(want, e.MessageID)
 	}
-	msgs := make([]*Message, len(slots))
-	err = parallel(len(slots), func(i int) error {
-		if entries[i] == nil || entries[i].filler() {
-			return nil
-		}
-		m, found, err := s.Get(ctx, entries[i].MessageID)
-		if err != nil || !found {
-			return err // a missing message is skipped
-		}
-		msgs[i] = &m
-		return nil
-	})
+	msgs, err := s.GetMany(ctx, want)
 	if err != nil {
 		return nil, false, err
 	}
 	var out []slotMessage
-	for i, m := range msgs {
-		if m == nil || m.WorkspaceID != workspaceID || m.Status == StatusTombstone || !f.matchMessage(m) {
+	for i, e := range entries {
+		if e == nil {
 			continue
 		}
-		out = append(out, slotMessage{slots[i], *m})
+		m, ok := msgs[e.MessageID] // a missing message is skipped
+		if !ok || m.WorkspaceID != workspaceID || m.Status == StatusTombstone || !f.matchMessage(&m) {
+			continue
+		}
+		out = append(out, slotMessage{slots[i], m})
 	}
 	return out, stop, nil
 }
@@ -335,38 +326,6 @@ func (f ListFilter) matchEntry(e *indexEntry) bool {
 // changes after it is indexed).
 func (f ListFilter) matchMessage(m *Message) bool {
 	return f.Status == "" || m.Status == f.Status
-}
-
-// parallel runs f(0..n-1) on up to readers goroutines and returns the
-// first error.
-func parallel(n int, f func(i int) error) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		next  = make(chan int)
-	)
-	for w := 0; w < min(readers, n); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := f(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return first
 }
 
 // MarshalJSON is a lead's API shape: every key present, null when empty.

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/store/storetest"
 )
 
@@ -158,4 +161,48 @@ func raceOutcomes(t *testing.T, stores []*Store, round int, id, a, b string) str
 		t.Fatal(err)
 	}
 	return got.Status
+}
+
+// GetMany answers what Get answers, id by id, in at most two reads: a
+// message with an outcome, one still with its provider (no outcome yet), a
+// tombstone, and an id that holds nothing.
+func TestGetManyAnswersAsGet(t *testing.T) {
+	e := newFeedEnv(t)
+	ctx := context.Background()
+	sent := e.send(e.s, "+15550100001")
+	inFlight, _ := e.message(e.s, "+15550100002", "outbound", ChannelSMS, StatusSending)
+	if indexErr, err := e.s.InsertIndexed(ctx, inFlight, true); err != nil || indexErr != nil {
+		t.Fatal(err, indexErr)
+	}
+	tomb := msgapi.NewID("msg")
+	if won, err := e.s.Fence(ctx, "test", tomb); err != nil || !won[0] {
+		t.Fatal(won, err)
+	}
+	ids := []string{sent.ID, inFlight.ID, tomb, msgapi.NewID("msg")}
+
+	before := e.st.RoundTrips.Total()
+	got, err := e.s.GetMany(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := e.st.RoundTrips.Total() - before; n != 2 {
+		t.Errorf("GetMany cost %d round trips, want 2 (the outcomes, then the rest from messages)", n)
+	}
+	for _, id := range ids {
+		want, found, err := e.s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, ok := got[id]
+		if ok != found {
+			t.Errorf("%s: GetMany found %v, Get %v", id, ok, found)
+			continue
+		}
+		if diff := cmp.Diff(want, m); diff != "" {
+			t.Errorf("%s: GetMany differs from Get (-Get +GetMany):\n%s", id, diff)
+		}
+	}
+	if got[sent.ID].Status != StatusSent || got[inFlight.ID].Status != StatusSending || got[tomb].Status != StatusTombstone {
+		t.Errorf("statuses %q %q %q, want sent, sending, tombstone", got[sent.ID].Status, got[inFlight.ID].Status, got[tomb].Status)
+	}
 }

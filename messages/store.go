@@ -21,7 +21,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/store"
@@ -188,7 +187,7 @@ type Store struct {
 	// status itself is written; nil records none.
 	onOutcome func(ctx context.Context, m Message) error
 	unfenced  bool // tests only: see UnfencedForTests
-	onlyID    bool // the store pushes down only {_id} filters (store.PushesDownOnlyID)
+	oneWriter bool // every process's writes run one at a time (store.OneWriter)
 }
 
 // OnOutcome sets the recorder RecordOutcome calls first, with the message
@@ -202,7 +201,7 @@ func NewStore(s *store.Store) *Store {
 	return &Store{
 		leads: s.Collection("leads"), convs: s.Collection("conversations"), msgs: s.Collection("messages"), msgBatch: s.Batch("messages"),
 		outs: s.Collection(OutcomesCollection), outBatch: s.Batch(OutcomesCollection),
-		idx: s.Collection(IndexCollection), idxBatch: s.Batch(IndexCollection), heads: newHeads(), convsSeen: newSeenSet(maxFeeds), onlyID: s.PushesDownOnlyID(),
+		idx: s.Collection(IndexCollection), idxBatch: s.Batch(IndexCollection), heads: newHeads(), convsSeen: newSeenSet(maxFeeds), oneWriter: s.OneWriter(),
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
 	}
 }
@@ -446,15 +445,14 @@ func (s *Store) Fence(ctx context.Context, reason string, ids ...string) (won []
 	for i := range ids {
 		absent = append(absent, i)
 	}
-	if s.onlyID && len(ids) > 1 {
-		// On the embedded engine an insert of many documents is one
-		// transaction only when none of them exists; otherwise the engine
-		// inserts them again one by one, a transaction each, all the while
-		// holding the single writer that requests queue for. The ids a
-		// batch fences (the reaper's expired locks) mostly hold their
-		// message already, so read first (reads do not hold the writer) and
-		// insert only the absent ones. A message written in between still
-		// makes its tombstone's insert lose, as without the read.
+	if s.oneWriter && len(ids) > 1 {
+		// On the embedded engine every write command holds the one writer
+		// that requests queue for, and an insert that loses still costs it
+		// a statement. The ids a batch fences (the reaper's expired locks)
+		// mostly hold their message already, so read first (one read, which
+		// does not hold the writer) and insert only the absent ones. A
+		// message written in between still makes its tombstone's insert
+		// lose, as without the read.
 		if absent, err = s.absent(ctx, ids); err != nil {
 			return nil, err
 		}
@@ -474,30 +472,21 @@ func (s *Store) Fence(ctx context.Context, reason string, ids ...string) (won []
 	return won, nil
 }
 
-// absent returns the indexes of the ids that hold no document, reading
-// them by _id, a few at a time.
+// absent returns the indexes of the ids that hold no message.
 func (s *Store) absent(ctx context.Context, ids []string) ([]int, error) {
-	missing := make([]bool, len(ids))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for i, id := range ids {
-		g.Go(func() error {
-			err := s.msgs.FindOne(gctx, store.ByID(id), options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
-			switch {
-			case errors.Is(err, mongo.ErrNoDocuments):
-				missing[i] = true
-			case err != nil:
-				return msgapi.Unavailable(fmt.Errorf("read message %s: %w", id, err))
-			}
-			return nil
-		})
+	var have []struct {
+		ID string `bson:"_id"`
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err
+	if err := findIDs(ctx, s.msgs, ids, &have, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}})); err != nil {
+		return nil, msgapi.Unavailable(fmt.Errorf("read %d message ids: %w", len(ids), err))
+	}
+	held := make(map[string]bool, len(have))
+	for _, h := range have {
+		held[h.ID] = true
 	}
 	var out []int
-	for i, m := range missing {
-		if m {
+	for i, id := range ids {
+		if !held[id] {
 			out = append(out, i)
 		}
 	}

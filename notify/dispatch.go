@@ -202,7 +202,7 @@ func (o *Outbox) pass(ctx context.Context, work chan<- delivery) int {
 			o.enqueue(d, work)
 		}
 	}
-	if err := o.archiveQuiet(ctx, quiet, len(pend) < PendingBatch); err != nil && ctx.Err() == nil {
+	if err := o.archiveQuiet(ctx, quiet); err != nil && ctx.Err() == nil {
 		o.log.Warn().Err(err).Str("event", events.WebhookStoreError).Int("events", len(quiet)).Msg("outbox: archive events")
 	}
 
@@ -406,12 +406,10 @@ func (o *Outbox) archiveUnsubscribed(ctx context.Context, e event) error {
 // pending documents in one delete (store.Batch: on the embedded engine's
 // one writer a command costs far more than a document). The steps keep
 // their order, so a crash between them leaves the pending documents, and
-// the next pass finds what the last one wrote. wholeBacklog says pend held
-// every pending document when it was read (fewer than PendingBatch): then
-// the delete is one command even on the embedded engine, where its filter
-// reads the whole (short) collection. The inserts go archiveChunk events to
-// a command, so that no one command holds the embedded engine's writer long.
-func (o *Outbox) archiveQuiet(ctx context.Context, evs []event, wholeBacklog bool) error {
+// the next pass finds what the last one wrote. The inserts go archiveChunk
+// events to a command, so that no one command holds the embedded engine's
+// writer long.
+func (o *Outbox) archiveQuiet(ctx context.Context, evs []event) error {
 	var done []event
 	var errs []error
 	for chunk := range slices.Chunk(evs, archiveChunk) {
@@ -419,7 +417,7 @@ func (o *Outbox) archiveQuiet(ctx context.Context, evs []event, wholeBacklog boo
 		done = append(done, d...)
 		errs = append(errs, err)
 	}
-	errs = append(errs, o.deletePending(ctx, done, wholeBacklog))
+	errs = append(errs, o.deletePending(ctx, done))
 	return errors.Join(errs...)
 }
 
@@ -493,22 +491,17 @@ func (o *Outbox) archiveChunk(ctx context.Context, evs []event) (done []event, e
 	return done, logErr
 }
 
-// deletePending deletes handled events from outbox_pending. On MongoDB, and
-// on the embedded engine when the collection is short (wholeBacklog), in
-// one command; otherwise one statement per document by _id, ten to a
-// command (store.DeleteIDs), since a filter beyond {_id} would read the
-// whole backlog.
-func (o *Outbox) deletePending(ctx context.Context, evs []event, wholeBacklog bool) error {
+// deletePending deletes handled events from outbox_pending: one command by
+// {_id: {$in}}, which both engines serve by the _id index (on the embedded
+// engine, third_party/ferretdb/PATCHES.md, patch 5; a pass handles at most
+// PendingBatch events, below its 1,000 ids).
+func (o *Outbox) deletePending(ctx context.Context, evs []event) error {
 	if len(evs) == 0 {
 		return nil
 	}
 	ids := make([]any, len(evs))
 	for i, e := range evs {
 		ids[i] = e.ID
-	}
-	if o.store.PushesDownOnlyID() && !wholeBacklog {
-		_, err := o.store.DeleteIDs(ctx, collPending, ids)
-		return err
 	}
 	if _, err := o.pending.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}); err != nil {
 		return fmt.Errorf("delete %d pending events: %w", len(ids), err)

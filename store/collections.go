@@ -304,11 +304,9 @@ func IDsOf(docs []bson.Raw) []any {
 }
 
 // DeleteIDs deletes the documents with these _ids: one delete command per
-// deleteChunk ids, a statement per document (DeleteEach). On the embedded
-// engine a filter without an _id equal to a string ($in included) scans
-// the whole collection and matches $in by a linear search, quadratic in
-// the batch; and each statement is its own short SQLite write, so request
-// writes interleave with a long reaper pass instead of waiting behind it.
+// deleteChunk ids, a statement per document (DeleteEach), so that on the
+// embedded engine request writes interleave with a long reaper pass
+// instead of waiting behind it.
 func (s *Store) DeleteIDs(ctx context.Context, collection string, ids []any) (int64, error) {
 	filters := make([]bson.D, len(ids))
 	for i, id := range ids {

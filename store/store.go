@@ -69,7 +69,7 @@ type Store struct {
 	RoundTrips *Counter
 
 	embedded *Embedded
-	ferret   bool // the store is FerretDB (see PushesDownOnlyID)
+	ferret   bool // the store is FerretDB (see OneWriter)
 	// gate passes write commands one at a time, in arrival order
 	// (writegate.go); nil on MongoDB.
 	gate   *writeGate
@@ -177,14 +177,12 @@ func engineCheck(info bson.M) (ferret bool, err error) {
 // conjunct down, which conditional writes need; Open refuses any other.
 const EngineVersion = "v1.24.2+msgapi"
 
-// PushesDownOnlyID reports whether the store is the embedded engine
-// (FerretDB on SQLite), which finds documents through an index only by an
-// _id equal to a string: a filter with such an _id (beside any other
-// conditions, which the engine then checks on the one document it found:
-// third_party/ferretdb/PATCHES.md) costs one lookup; any filter without
-// one, $in on _id included, reads the whole collection. Callers batch by
-// _id there instead.
-func (s *Store) PushesDownOnlyID() bool { return s.ferret }
+// OneWriter reports whether the store is the embedded engine (FerretDB on
+// SQLite), where the write commands of every process run one at a time
+// (relay.go): there a write that only loses — an insert of an _id that
+// exists — still holds the writer that requests queue for, and a read
+// that spares it is worth its round trip.
+func (s *Store) OneWriter() bool { return s.ferret }
 
 // SerialWrites reports whether this process queues its write commands to
 // the store one at a time, first come, first served: on the embedded

@@ -265,8 +265,8 @@ func envInt(name string, def int) int {
 }
 
 // The embedded engine says what it is, even to a client that attached by
-// URI only: its filters beyond {_id} are not pushed down.
-func TestPushesDownOnlyID(t *testing.T) {
+// URI only: its write commands run one at a time.
+func TestAttachedClientKnowsTheOneWriter(t *testing.T) {
 	s := storetest.New(t, things)
 	uri, _ := storetest.URI(t)
 	attached, err := store.Open(context.Background(), store.Options{URI: uri, Database: s.DB.Name(), Log: zerolog.Nop()})
@@ -274,10 +274,10 @@ func TestPushesDownOnlyID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer attached.Close(context.Background())
-	if os.Getenv("MSGAPI_TEST_MONGODB_URI") == "" && !attached.PushesDownOnlyID() {
+	if os.Getenv("MSGAPI_TEST_MONGODB_URI") == "" && !attached.OneWriter() {
 		t.Error("a client attached to the embedded engine by URI does not know it is FerretDB")
 	}
-	if os.Getenv("MSGAPI_TEST_MONGODB_URI") != "" && attached.PushesDownOnlyID() {
+	if os.Getenv("MSGAPI_TEST_MONGODB_URI") != "" && attached.OneWriter() {
 		t.Error("MongoDB taken for FerretDB")
 	}
 }
