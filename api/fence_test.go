@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,11 +53,11 @@ func stall(t *testing.T, st *store.Store, match func(e *event.CommandStartedEven
 	return held, release
 }
 
-// insertInto matches an insert into the named collection.
+// insertInto matches an insert into the named collection, alone or with
+// others (store.InsertCollections).
 func insertInto(coll string) func(e *event.CommandStartedEvent) bool {
 	return func(e *event.CommandStartedEvent) bool {
-		v, err := e.Command.LookupErr("insert")
-		return e.CommandName == "insert" && err == nil && v.StringValue() == coll
+		return slices.Contains(store.InsertCollections(e), coll)
 	}
 }
 
@@ -409,9 +410,8 @@ func TestFencedHolderDoesNotRelease(t *testing.T) {
 		if !insertInto("messages")(e) || !first.CompareAndSwap(false, true) {
 			return
 		}
-		docs, _ := e.Command.Lookup("documents").Array().Values()
-		if len(docs) > 0 {
-			msgID = docs[0].Document().Lookup("_id").StringValue()
+		if docs := store.InsertDocuments(e, "messages"); len(docs) > 0 {
+			msgID = docs[0].Lookup("_id").StringValue()
 		}
 		close(held)
 		<-gate

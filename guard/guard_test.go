@@ -592,7 +592,7 @@ func TestSlowLockInsertIsNotUnguarded(t *testing.T) {
 	t.Cleanup(func() { _ = slow.Client.Disconnect(context.Background()) })
 	var once sync.Once
 	slow.RoundTrips.Before(func(_ context.Context, ev *event.CommandStartedEvent) {
-		if ev.CommandName == "insert" {
+		if store.InsertCollections(ev) != nil {
 			once.Do(func() { time.Sleep(300 * time.Millisecond) }) // past the op timeout
 		}
 	})

@@ -161,7 +161,7 @@ func TestSweepDoesNotOverwriteALateOutcome(t *testing.T) {
 	// lands, through the other process's store.
 	var fired atomic.Bool
 	e.st.RoundTrips.Before(func(ctx context.Context, ev *event.CommandStartedEvent) {
-		if (ev.CommandName != "insert" && ev.CommandName != "update") || !fired.CompareAndSwap(false, true) {
+		if (store.InsertCollections(ev) == nil && ev.CommandName != "update") || !fired.CompareAndSwap(false, true) {
 			return
 		}
 		m, found, err := late.Get(context.Background(), id)

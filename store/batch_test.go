@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/msgapi/msgapi/store"
@@ -166,5 +168,91 @@ func TestUncertainErrorHidesTheServersAnswer(t *testing.T) {
 	}
 	if !mongo.IsTimeout(&store.UncertainError{Err: fmt.Errorf("insert: %w", context.DeadlineExceeded)}) {
 		t.Error("an uncertain batch error that timed out is not a timeout")
+	}
+}
+
+// Concurrent inserts into several collections, some losing to a taken _id:
+// each caller gets its own documents' outcomes, whichever collections the
+// other documents of its command went to. On the embedded engine they
+// travel together, one command for all the collections (batch.go,
+// GroupInsertCommand), in fewer commands than the collections would take
+// one by one.
+func TestBatchAcrossCollections(t *testing.T) {
+	colls := []store.Collection{{Name: "alpha"}, {Name: "beta"}, {Name: "gamma"}}
+	s := storetest.New(t, colls...)
+	ctx := context.Background()
+	for _, c := range colls {
+		if err := s.Batch(c.Name).InsertOne(ctx, bson.D{{Key: "_id", Value: "taken"}, {Key: "by", Value: "earlier"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const rounds, perColl = 8, 6
+	before := s.RoundTrips.ByName()["insert"]
+	var widest atomic.Int64 // the most collections one insert command carried
+	s.RoundTrips.Before(func(_ context.Context, e *event.CommandStartedEvent) {
+		if n := int64(len(store.InsertCollections(e))); n > widest.Load() {
+			widest.Store(n)
+		}
+	})
+	t.Cleanup(func() { s.RoundTrips.Before(nil) })
+	type call struct {
+		coll string
+		ids  []string
+		errs []error
+		err  error
+	}
+	var calls []*call
+	for r := range rounds {
+		for _, c := range colls {
+			for i := range perColl {
+				ids := []string{fmt.Sprintf("r%d-%d", r, i)}
+				if i == 0 {
+					ids = append(ids, "taken") // loses, beside a winner of the same call
+				}
+				calls = append(calls, &call{coll: c.Name, ids: ids})
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, c := range calls {
+		wg.Go(func() {
+			<-start
+			docs := make([]any, len(c.ids))
+			for j, id := range c.ids {
+				docs[j] = bson.D{{Key: "_id", Value: id}, {Key: "by", Value: c.coll}}
+			}
+			c.errs, c.err = s.Batch(c.coll).Insert(ctx, docs...)
+		})
+	}
+	close(start)
+	wg.Wait()
+	commands := s.RoundTrips.ByName()["insert"] - before
+	for _, c := range calls {
+		if c.err != nil {
+			t.Fatalf("%s %v: %v", c.coll, c.ids, c.err)
+		}
+		for j, id := range c.ids {
+			lost := c.errs[j] != nil
+			if want := id == "taken"; lost != want || (lost && !store.IsDuplicateKey(c.errs[j])) {
+				t.Errorf("%s %s: error %v, want a duplicate key error only for taken", c.coll, id, c.errs[j])
+			}
+		}
+	}
+	for _, c := range colls {
+		if got, want := countDocs(t, s, c.Name), int64(1+rounds*perColl); got != want {
+			t.Errorf("%s holds %d documents, want %d", c.Name, got, want)
+		}
+		var got struct{ By string }
+		if err := s.Collection(c.Name).FindOne(ctx, store.ByID("r3-2")).Decode(&got); err != nil || got.By != c.Name {
+			t.Errorf("%s r3-2 written by %q (%v), want %s", c.Name, got.By, err, c.Name)
+		}
+		if err := s.Collection(c.Name).FindOne(ctx, store.ByID("taken")).Decode(&got); err != nil || got.By != "earlier" {
+			t.Errorf("%s taken written by %q (%v), want the earlier insert", c.Name, got.By, err)
+		}
+	}
+	t.Logf("%d calls into %d collections in %d insert commands, up to %d collections in one", len(calls), len(colls), commands, widest.Load())
+	if _, dir := storetest.URI(t); dir != "" && widest.Load() < 2 {
+		t.Errorf("no insert command carried more than one collection: the embedded engine's group commit should")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 )
 
@@ -32,7 +33,7 @@ func (c *Counter) Monitor() *event.CommandMonitor {
 		Started: func(ctx context.Context, e *event.CommandStartedEvent) {
 			c.total.Add(1)
 			c.mu.Lock()
-			c.byName[e.CommandName]++
+			c.byName[commandKind(e.CommandName)]++
 			before := c.before
 			c.mu.Unlock()
 			if before != nil {
@@ -40,10 +41,10 @@ func (c *Counter) Monitor() *event.CommandMonitor {
 			}
 		},
 		Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
-			c.emit(e.CommandName, e.Duration)
+			c.emit(commandKind(e.CommandName), e.Duration)
 		},
 		Failed: func(_ context.Context, e *event.CommandFailedEvent) {
-			c.emit(e.CommandName, e.Duration)
+			c.emit(commandKind(e.CommandName), e.Duration)
 		},
 	}
 }
@@ -85,4 +86,90 @@ func (c *Counter) ByName() map[string]int64 {
 		m[k] = v
 	}
 	return m
+}
+
+// commandKind is the name a command is counted under: the embedded engine's
+// insert into several collections (GroupInsertCommand) is an insert
+// command like any other, so the counts and the metrics compare across
+// engines.
+func commandKind(name string) string {
+	if name == GroupInsertCommand {
+		return "insert"
+	}
+	return name
+}
+
+// InsertCollections returns the collections that an insert command about
+// to be sent writes into (nil for any other command): the one of an
+// insert, each of a GroupInsertCommand. Tests use it to act on the insert
+// into a given collection whichever way it travels.
+func InsertCollections(e *event.CommandStartedEvent) []string {
+	switch e.CommandName {
+	case "insert":
+		if name, ok := e.Command.Lookup("insert").StringValueOK(); ok {
+			return []string{name}
+		}
+	case GroupInsertCommand:
+		arr, ok := e.Command.Lookup("inserts").ArrayOK()
+		if !ok {
+			return nil
+		}
+		vals, err := arr.Values()
+		if err != nil {
+			return nil
+		}
+		var names []string
+		for _, v := range vals {
+			if doc, ok := v.DocumentOK(); ok {
+				if name, ok := doc.Lookup("collection").StringValueOK(); ok {
+					names = append(names, name)
+				}
+			}
+		}
+		return names
+	}
+	return nil
+}
+
+// InsertDocuments returns the documents that an insert command about to be
+// sent inserts into coll, whichever way it travels (an insert, or a part of
+// a GroupInsertCommand); nil for any other command.
+func InsertDocuments(e *event.CommandStartedEvent, coll string) []bson.Raw {
+	var parts []bson.Raw
+	switch e.CommandName {
+	case "insert":
+		parts = []bson.Raw{e.Command}
+	case GroupInsertCommand:
+		arr, ok := e.Command.Lookup("inserts").ArrayOK()
+		if !ok {
+			return nil
+		}
+		vals, _ := arr.Values()
+		for _, v := range vals {
+			if doc, ok := v.DocumentOK(); ok {
+				parts = append(parts, doc)
+			}
+		}
+	}
+	var docs []bson.Raw
+	for _, p := range parts {
+		name, ok := p.Lookup("insert").StringValueOK()
+		if !ok {
+			name, _ = p.Lookup("collection").StringValueOK()
+		}
+		if name != coll {
+			continue
+		}
+		arr, ok := p.Lookup("documents").ArrayOK()
+		if !ok {
+			continue
+		}
+		vals, _ := arr.Values()
+		for _, v := range vals {
+			if d, ok := v.DocumentOK(); ok {
+				docs = append(docs, d)
+			}
+		}
+	}
+	return docs
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/store/storetest"
 )
 
@@ -143,6 +145,68 @@ func TestUnorderedInsertWithDuplicatesCommitsAtOnce(t *testing.T) {
 		}
 		if len(partial) > 0 {
 			t.Fatalf("round %d: a reader saw %v of the %d documents: not one transaction", round, partial[:min(len(partial), 5)], n)
+		}
+	}
+}
+
+// The embedded engine's msgapiInsert (third_party/ferretdb/PATCHES.md,
+// patch 6) answers as an unordered insert would, with indexes that count
+// the documents of all its collections in order: a document that loses to
+// an existing _id, one repeated within the command and one the engine
+// refuses are each reported at their own index, and everything else is
+// stored.
+func TestGroupInsertCommandReportsByIndex(t *testing.T) {
+	if _, dir := storetest.URI(t); dir == "" {
+		t.Log("not the embedded engine: MongoDB has no msgapiInsert, and msgapi sends it none")
+		return
+	}
+	colls := []store.Collection{{Name: "alpha"}, {Name: "beta"}}
+	s := storetest.New(t, colls...)
+	ctx := context.Background()
+	if _, err := s.Collection("beta").InsertOne(ctx, bson.D{{Key: "_id", Value: "taken"}}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := bson.D{{Key: store.GroupInsertCommand, Value: 1}, {Key: "inserts", Value: bson.A{
+		bson.D{{Key: "collection", Value: "alpha"}, {Key: "documents", Value: bson.A{
+			bson.D{{Key: "_id", Value: "a1"}},                          // 0
+			bson.D{{Key: "_id", Value: "a1"}},                          // 1: repeated
+			bson.D{{Key: "_id", Value: "a2"}, {Key: "$bad", Value: 1}}, // 2: refused
+		}}},
+		bson.D{{Key: "collection", Value: "beta"}, {Key: "documents", Value: bson.A{
+			bson.D{{Key: "_id", Value: "taken"}}, // 3: exists
+			bson.D{{Key: "_id", Value: "b1"}},    // 4
+		}}},
+	}}}
+	err := s.DB.RunCommand(ctx, cmd).Err()
+	var wex mongo.WriteException
+	if !errors.As(err, &wex) {
+		t.Fatalf("msgapiInsert: %v, want write errors", err)
+	}
+	got := map[int]bool{}
+	for _, we := range wex.WriteErrors {
+		got[we.Index] = we.HasErrorCode(11000)
+	}
+	if want := map[int]bool{1: true, 2: false, 3: true}; !maps.Equal(got, want) {
+		t.Errorf("write errors at %v (index → duplicate key), want %v", got, want)
+	}
+	for coll, want := range map[string][]string{"alpha": {"a1"}, "beta": {"b1", "taken"}} {
+		var docs []struct {
+			ID string `bson:"_id"`
+		}
+		cur, err := s.Collection(coll).Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cur.All(ctx, &docs); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, d := range docs {
+			ids = append(ids, d.ID)
+		}
+		slices.Sort(ids)
+		if !slices.Equal(ids, want) {
+			t.Errorf("%s holds %v, want %v", coll, ids, want)
 		}
 	}
 }

@@ -78,6 +78,7 @@ type Store struct {
 
 	batchMu sync.Mutex
 	batches map[string]*Batch // group-commit inserters by collection (batch.go)
+	group   *batchQueue       // the embedded engine's one queue for every collection (batch.go)
 
 	reapMu  sync.Mutex
 	reaped  []Collection // collections without a TTL index, and owned ones
@@ -162,6 +163,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 // err is set for a FerretDB that is not msgapi's embedded engine.
 func engineCheck(info bson.M) (ferret bool, err error) {
 	v, ferret := info["ferretdbVersion"]
+	if s, _ := v.(string); ferret && s != EngineVersion && strings.HasPrefix(s, "v1.24.2+msgapi") {
+		return true, fmt.Errorf("it is msgapi's embedded engine from another msgapi version (%s; this one needs %s, "+
+			"whose commands it uses): run the same msgapi version as the engine's host", s, EngineVersion)
+	}
 	if ferret && v != EngineVersion {
 		return true, fmt.Errorf("it is FerretDB %v, not msgapi's embedded engine (%s): "+
 			"its conditional writes are not atomic between processes, and the duplicate guard and the "+
@@ -172,10 +177,11 @@ func engineCheck(info bson.M) (ferret bool, err error) {
 }
 
 // EngineVersion is what msgapi's embedded engine reports as its
-// ferretdbVersion (third_party/ferretdb/PATCHES.md). Only that FerretDB
-// runs every write command alone (relay.go) and pushes a filter's _id
-// conjunct down, which conditional writes need; Open refuses any other.
-const EngineVersion = "v1.24.2+msgapi"
+// ferretdbVersion (third_party/ferretdb/PATCHES.md): its patch level. Only
+// that FerretDB runs every write command alone (relay.go), pushes a
+// filter's _id conjunct down, which conditional writes need, and has the
+// msgapiInsert command (batch.go); Open refuses any other.
+const EngineVersion = "v1.24.2+msgapi.6"
 
 // OneWriter reports whether the store is the embedded engine (FerretDB on
 // SQLite), where the write commands of every process run one at a time

@@ -177,6 +177,11 @@ func (h *Handler) initCommands() {
 			Handler: h.MsgInsert,
 			Help:    "Inserts documents into the database.",
 		},
+		"msgapiInsert": {
+			// msgapi (PATCHES.md, patch 6).
+			Handler: h.MsgMsgapiInsert,
+			Help:    "Inserts documents into several collections of a database, unordered, in one transaction (msgapi).",
+		},
 		"isMaster": {
 			Handler:   h.MsgIsMaster,
 			anonymous: true,

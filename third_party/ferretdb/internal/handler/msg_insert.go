@@ -118,26 +118,12 @@ func (h *Handler) MsgInsert(connCtx context.Context, msg *wire.OpMsg) (*wire.OpM
 				continue
 			}
 
-			var ve *types.ValidationError
-			if !errors.As(err, &ve) {
-				return nil, lazyerrors.Error(err)
+			var we *mongo.WriteError
+			if we, err = validationWriteError(i, err); err != nil {
+				return nil, err
 			}
 
-			var code handlererrors.ErrorCode
-			switch ve.Code() {
-			case types.ErrValidation, types.ErrIDNotFound:
-				code = handlererrors.ErrBadValue
-			case types.ErrWrongIDType:
-				code = handlererrors.ErrInvalidID
-			default:
-				panic(fmt.Sprintf("Unknown error code: %v", ve.Code()))
-			}
-
-			writeErrors = append(writeErrors, &mongo.WriteError{
-				Index:   i,
-				Code:    int(code),
-				Message: ve.Error(),
-			})
+			writeErrors = append(writeErrors, we)
 
 			if params.Ordered {
 				break
@@ -220,3 +206,30 @@ func duplicateKeyError(index int, db, collection string) *mongo.WriteError {
 		Message: fmt.Sprintf(`E11000 duplicate key error collection: %s.%s`, db, collection),
 	}
 }
+
+// validationWriteError is the write error of the document at index that
+// failed ValidateData with err (msgapi, PATCHES.md, patch 6: shared with
+// msgapiInsert; upstream's code, moved).
+func validationWriteError(index int, err error) (*mongo.WriteError, error) {
+	var ve *types.ValidationError
+	if !errors.As(err, &ve) {
+		return nil, lazyerrors.Error(err)
+	}
+
+	var code handlererrors.ErrorCode
+	switch ve.Code() {
+	case types.ErrValidation, types.ErrIDNotFound:
+		code = handlererrors.ErrBadValue
+	case types.ErrWrongIDType:
+		code = handlererrors.ErrInvalidID
+	default:
+		panic(fmt.Sprintf("Unknown error code: %v", ve.Code()))
+	}
+
+	return &mongo.WriteError{
+		Index:   index,
+		Code:    int(code),
+		Message: ve.Error(),
+	}, nil
+}
+

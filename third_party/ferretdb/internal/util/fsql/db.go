@@ -127,7 +127,14 @@ func (db *DB) ExecContext(ctx context.Context, query string, args ...any) (sql.R
 // InTransaction wraps the given function f in a transaction.
 //
 // If f returns an error or context is canceled, the transaction is rolled back.
+//
+// msgapi (PATCHES.md, patch 6): under a context from WithSharedTx, f runs in
+// that shared transaction instead, which its owner commits.
 func (db *DB) InTransaction(ctx context.Context, f func(*Tx) error) (err error) {
+	if ok, err := db.join(ctx, f); ok {
+		return err
+	}
+
 	var sqlTx *sql.Tx
 
 	if sqlTx, err = db.sqlDB.BeginTx(ctx, nil); err != nil {
