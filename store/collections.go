@@ -85,7 +85,7 @@ func (s *Store) ensure(ctx context.Context, colls ...Collection) error {
 		}
 	}
 	if s.sqlite != "" {
-		if err := patchIDIndexes(ctx, s.sqlite); err != nil {
+		if err := dropExtraIDIndexes(ctx, s.sqlite); err != nil {
 			return fmt.Errorf("embedded store: %w", err)
 		}
 		if err := patchExpiryIndexes(ctx, s.sqlite, colls); err != nil {

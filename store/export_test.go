@@ -2,12 +2,41 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
-// IDLookupPlan exposes the query plan check to the external test package.
-func IDLookupPlan(ctx context.Context, s *Store, coll string) (string, error) {
-	return idLookupPlan(ctx, s.sqlite, coll)
+// AddOldIDIndex creates on coll's table the _id index earlier versions of
+// msgapi added (idindex.go).
+func AddOldIDIndex(ctx context.Context, s *Store, coll string) error {
+	db, err := openSQLite(s.sqlite)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	table, err := tableOf(ctx, db, coll)
+	if err != nil {
+		return err
+	}
+	_, err = db.ExecContext(ctx, fmt.Sprintf(`CREATE INDEX %q ON %q (_ferretdb_sjson->'$._id')`, table+"_msgapi_id", table))
+	return err
+}
+
+// IndexesNamed counts the SQLite indexes of coll's table whose name ends
+// with suffix.
+func IndexesNamed(ctx context.Context, s *Store, coll, suffix string) (int, error) {
+	db, err := openSQLite(s.sqlite)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	table, err := tableOf(ctx, db, coll)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	err = db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND name = ?`, table, table+suffix).Scan(&n)
+	return n, err
 }
 
 // DBOptions exposes dbOptions to the tests.

@@ -1,20 +1,17 @@
 package store
 
 // The embedded engine (FerretDB v1.24.2, SQLite backend) stores each
-// collection as a table with one JSON column, _ferretdb_sjson. Its own _id
-// index is built on the expression  _ferretdb_sjson->"_id"  but its queries
-// filter on  _ferretdb_sjson->'$._id' , which SQLite does not treat as the
-// same expression: every lookup by _id scans the whole table (measured 4 ms at
-// 1k documents, 45 ms at 20k). An index on the expression the queries use
-// makes them 0.6–1.1 ms, flat from 1k to 20k documents.
-//
-// FerretDB pushes a filter down to SQL only when it is exactly {_id: <string
-// or ObjectID>}; that is why every hot-path operation in msgapi filters on
-// _id alone.
-//
-// v1.24.2 is the last v1 release, so this storage layout is frozen. The index
-// is ours (name suffix _msgapi_id), is created with IF NOT EXISTS, and goes
-// away with its table when FerretDB drops a collection.
+// collection as a table with one JSON column, _ferretdb_sjson, and a unique
+// index on the expression  _ferretdb_sjson->"_id" . Upstream's queries
+// filtered on  _ferretdb_sjson->'$._id' , the same value, which SQLite's
+// planner does not match to that index (it matches indexed expressions as
+// written): every lookup by _id scanned the whole table (4 ms at 1,000
+// documents, 45 ms at 20,000). msgapi used to add a second index on the
+// queries' expression (name suffix _msgapi_id). Its build of the engine now
+// queries with the unique index's expression (third_party/ferretdb/
+// PATCHES.md, patch 7), so that second index only costs every insert,
+// update and delete an index entry more: start-up drops it where an
+// earlier version created it.
 
 import (
 	"context"
@@ -26,12 +23,13 @@ import (
 
 const (
 	ferretMetadataTable = "_ferretdb_collections"
-	ferretIDExpr        = `_ferretdb_sjson->'$._id'`
+	ferretIDExpr        = `_ferretdb_sjson->'_id'` // the engine's, patch 7
 )
 
-// patchIDIndexes adds the missing _id expression index to the table behind
-// every collection of the SQLite database file.
-func patchIDIndexes(ctx context.Context, file string) error {
+// dropExtraIDIndexes drops the _id expression index earlier versions of
+// msgapi added to the table behind every collection of the SQLite database
+// file (see above).
+func dropExtraIDIndexes(ctx context.Context, file string) error {
 	db, err := openSQLite(file)
 	if err != nil {
 		return err
@@ -43,28 +41,11 @@ func patchIDIndexes(ctx context.Context, file string) error {
 		return err
 	}
 	for _, t := range tables {
-		q := fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %q ON %q (%s)`, t+"_msgapi_id", t, ferretIDExpr)
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("create _id expression index on %s: %w", t, err)
+		if _, err := db.ExecContext(ctx, fmt.Sprintf(`DROP INDEX IF EXISTS %q`, t+"_msgapi_id")); err != nil {
+			return fmt.Errorf("drop the extra _id index of %s: %w", t, err)
 		}
 	}
 	return nil
-}
-
-// idLookupPlan returns SQLite's query plan for the statement FerretDB runs
-// for a find by _id on collection coll, so a test can prove the index is used.
-func idLookupPlan(ctx context.Context, file, coll string) (string, error) {
-	db, err := openSQLite(file)
-	if err != nil {
-		return "", err
-	}
-	defer db.Close()
-
-	table, err := tableOf(ctx, db, coll)
-	if err != nil {
-		return "", err
-	}
-	return queryPlan(ctx, db, fmt.Sprintf(`SELECT _ferretdb_sjson FROM %q WHERE %s = ?`, table, ferretIDExpr), `"x"`)
 }
 
 // queryPlan returns SQLite's plan for statement q, one step a line.

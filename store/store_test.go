@@ -68,7 +68,9 @@ func TestConcurrentInsertsOneWinner(t *testing.T) {
 	}
 }
 
-// The query plan proves the _id expression index is used (embedded only).
+// The engine's own plans for reads by _id — equal, $in, and beside other
+// conditions — go through the collection's unique _id index
+// (third_party/ferretdb/PATCHES.md, patch 7), not a scan (embedded only).
 func TestIDLookupUsesIndex(t *testing.T) {
 	uri, dir := storetest.URI(t)
 	if dir == "" {
@@ -76,12 +78,45 @@ func TestIDLookupUsesIndex(t *testing.T) {
 		return
 	}
 	s := storetest.New(t, things)
-	plan, err := store.IDLookupPlan(context.Background(), s, "things")
-	if err != nil {
+	for _, filter := range []bson.D{
+		{{Key: "_id", Value: "x"}},
+		{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{"x", "y"}}}}},
+		{{Key: "_id", Value: "x"}, {Key: "messageId", Value: "m"}},
+	} {
+		var res struct {
+			QueryPlanner struct{ Plan []string } `bson:"queryPlanner"`
+		}
+		err := s.DB.RunCommand(context.Background(), bson.D{{Key: "explain", Value: bson.D{{Key: "find", Value: "things"}, {Key: "filter", Value: filter}}}}).Decode(&res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := strings.Join(res.QueryPlanner.Plan, "\n")
+		if !strings.Contains(plan, "USING INDEX") || !strings.Contains(plan, "__id_") {
+			t.Errorf("the engine's plan for %v:\n%s\nwant it to use the unique _id index (<table>__id_)", filter, plan)
+		}
+	}
+}
+
+// The _id index an earlier version of msgapi added (_msgapi_id) is dropped
+// at start-up: the engine no longer needs it, and every write paid for it.
+func TestEnsureDropsTheExtraIDIndex(t *testing.T) {
+	if _, dir := storetest.URI(t); dir == "" {
+		t.Log("not the embedded engine")
+		return
+	}
+	s := storetest.New(t, things)
+	ctx := context.Background()
+	if err := store.AddOldIDIndex(ctx, s, "things"); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(plan, "USING INDEX") || !strings.Contains(plan, "_msgapi_id") {
-		t.Fatalf("query plan for a find by _id:\n%s\nwant it to use the _msgapi_id index", plan)
+	if n, err := store.IndexesNamed(ctx, s, "things", "_msgapi_id"); err != nil || n != 1 {
+		t.Fatalf("set-up: %d _msgapi_id indexes (%v), want 1", n, err)
+	}
+	if err := s.Ensure(ctx, things); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := store.IndexesNamed(ctx, s, "things", "_msgapi_id"); err != nil || n != 0 {
+		t.Errorf("%d _msgapi_id indexes after Ensure (%v), want 0", n, err)
 	}
 }
 

@@ -232,4 +232,3 @@ func validationWriteError(index int, err error) (*mongo.WriteError, error) {
 		Message: ve.Error(),
 	}, nil
 }
-

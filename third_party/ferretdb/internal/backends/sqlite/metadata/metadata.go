@@ -27,7 +27,14 @@ const (
 	DefaultColumn = backends.ReservedPrefix + "sjson"
 
 	// IDColumn is a SQLite path expression for _id field.
-	IDColumn = DefaultColumn + "->'$._id'"
+	//
+	// msgapi (PATCHES.md, patch 7): the expression of the unique _id index
+	// (indexesCreate writes it `->"_id"`, a label, which SQLite reads as
+	// '$._id'), so that SQLite's planner, which matches an indexed expression
+	// only as written, finds documents by _id through that index. Upstream's
+	// '$._id' is the same value and never used it: every lookup by _id read
+	// the whole table.
+	IDColumn = DefaultColumn + "->'_id'"
 
 	// RecordIDColumn is a name for RecordID column to store capped collection record id.
 	RecordIDColumn = backends.ReservedPrefix + "record_id"
