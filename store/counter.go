@@ -104,60 +104,20 @@ func commandKind(name string) string {
 // insert, each of a GroupInsertCommand. Tests use it to act on the insert
 // into a given collection whichever way it travels.
 func InsertCollections(e *event.CommandStartedEvent) []string {
-	switch e.CommandName {
-	case "insert":
-		if name, ok := e.Command.Lookup("insert").StringValueOK(); ok {
-			return []string{name}
-		}
-	case GroupInsertCommand:
-		arr, ok := e.Command.Lookup("inserts").ArrayOK()
-		if !ok {
-			return nil
-		}
-		vals, err := arr.Values()
-		if err != nil {
-			return nil
-		}
-		var names []string
-		for _, v := range vals {
-			if doc, ok := v.DocumentOK(); ok {
-				if name, ok := doc.Lookup("collection").StringValueOK(); ok {
-					names = append(names, name)
-				}
-			}
-		}
-		return names
+	var names []string
+	for _, p := range insertParts(e) {
+		names = append(names, partCollection(p))
 	}
-	return nil
+	return names
 }
 
 // InsertDocuments returns the documents that an insert command about to be
 // sent inserts into coll, whichever way it travels (an insert, or a part of
 // a GroupInsertCommand); nil for any other command.
 func InsertDocuments(e *event.CommandStartedEvent, coll string) []bson.Raw {
-	var parts []bson.Raw
-	switch e.CommandName {
-	case "insert":
-		parts = []bson.Raw{e.Command}
-	case GroupInsertCommand:
-		arr, ok := e.Command.Lookup("inserts").ArrayOK()
-		if !ok {
-			return nil
-		}
-		vals, _ := arr.Values()
-		for _, v := range vals {
-			if doc, ok := v.DocumentOK(); ok {
-				parts = append(parts, doc)
-			}
-		}
-	}
 	var docs []bson.Raw
-	for _, p := range parts {
-		name, ok := p.Lookup("insert").StringValueOK()
-		if !ok {
-			name, _ = p.Lookup("collection").StringValueOK()
-		}
-		if name != coll {
+	for _, p := range insertParts(e) {
+		if partCollection(p) != coll {
 			continue
 		}
 		arr, ok := p.Lookup("documents").ArrayOK()
@@ -172,4 +132,37 @@ func InsertDocuments(e *event.CommandStartedEvent, coll string) []bson.Raw {
 		}
 	}
 	return docs
+}
+
+// insertParts are an insert command's parts, one per collection: an
+// insert itself ({insert: <name>, documents}), each entry of a
+// GroupInsertCommand's inserts ({collection: <name>, documents}).
+func insertParts(e *event.CommandStartedEvent) []bson.Raw {
+	switch e.CommandName {
+	case "insert":
+		return []bson.Raw{e.Command}
+	case GroupInsertCommand:
+		arr, ok := e.Command.Lookup("inserts").ArrayOK()
+		if !ok {
+			return nil
+		}
+		vals, _ := arr.Values()
+		var parts []bson.Raw
+		for _, v := range vals {
+			if doc, ok := v.DocumentOK(); ok {
+				parts = append(parts, doc)
+			}
+		}
+		return parts
+	}
+	return nil
+}
+
+// partCollection is the collection of one of insertParts.
+func partCollection(p bson.Raw) string {
+	if name, ok := p.Lookup("insert").StringValueOK(); ok {
+		return name
+	}
+	name, _ := p.Lookup("collection").StringValueOK()
+	return name
 }
