@@ -343,10 +343,22 @@ func (s *Store) DeleteEach(ctx context.Context, collection string, filters []bso
 	return total, nil
 }
 
+// ReapsHere reports whether this process's reaper runs. It does on MongoDB
+// and in the embedded engine's host; a process attached to msgapi's
+// embedded engine by MONGODB_URI runs none. The host's reaper already
+// deletes what expired in every collection, with the same code (the same
+// msgapi version: Open checks the engine's), and reads the expired
+// documents through an index in the engine's file (expiry.go); an attached
+// process cannot open that file, so its passes would read every document
+// of every reaped collection, in the engine's host, for nothing. The host
+// is always there for them: the engine runs inside it.
+func (s *Store) ReapsHere() bool { return !s.ferret || s.sqlite != "" }
+
 // RunReaper calls Reap every interval until ctx ends. It is garbage
 // collection only: a failed pass is logged and retried at the next tick.
+// A process attached to msgapi's embedded engine runs none (ReapsHere).
 func (s *Store) RunReaper(ctx context.Context, interval time.Duration) {
-	if len(s.Reaped()) == 0 {
+	if len(s.Reaped()) == 0 || !s.ReapsHere() {
 		return
 	}
 	t := time.NewTicker(interval)

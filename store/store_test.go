@@ -359,3 +359,48 @@ func TestEnsureSurvivesAnEngineRestart(t *testing.T) {
 		}
 	}
 }
+
+// Only the embedded engine's host runs the expiry reaper: a process attached
+// by URI leaves it to the host, which reaps every collection through the
+// expiry index it alone can read (collections.go, ReapsHere). On MongoDB
+// every process reaps (what TTL indexes do not).
+func TestOnlyTheEnginesHostReaps(t *testing.T) {
+	host := storetest.New(t, things)
+	uri, dir := storetest.URI(t)
+	if !host.ReapsHere() {
+		t.Error("the engine's host (or a MongoDB client) does not reap")
+	}
+	attached, err := store.Open(context.Background(), store.Options{URI: uri, Database: host.DB.Name(), Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer attached.Close(context.Background())
+	if err := attached.Ensure(context.Background(), things); err != nil {
+		t.Fatal(err)
+	}
+	if dir == "" {
+		if !attached.ReapsHere() {
+			t.Error("a second MongoDB client does not reap")
+		}
+		return
+	}
+	if attached.ReapsHere() {
+		t.Fatal("a process attached to the embedded engine by URI runs a reaper of its own")
+	}
+	if _, err := attached.Collection("things").InsertOne(context.Background(), bson.D{{Key: "_id", Value: "old"}, {Key: "expiresAt", Value: time.Now().Add(-time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { attached.RunReaper(context.Background(), time.Millisecond); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the attached process's RunReaper did not return: it is reaping")
+	}
+	if n := countDocs(t, host, "things"); n != 1 {
+		t.Errorf("%d documents left, want the expired one still there (its host's reaper has not run)", n)
+	}
+	if n, err := host.Reap(context.Background(), time.Now()); err != nil || n != 1 {
+		t.Errorf("the host's reaper deleted %d (%v), want the expired document", n, err)
+	}
+}

@@ -69,7 +69,7 @@ var settings = []setting{
 	{"MSGAPI_SWEEP_INTERVAL", "sweep-interval", "30s", "outcome sweeper: how often messages still sending long after the send timeout are marked unknown (also at start-up)", false},
 	{"MSGAPI_OUTCOME_MARGIN", "outcome-margin", "30s", "outcome sweeper: a message still sending this long after the send timeout lost its outcome", false},
 	{"MSGAPI_DEDUP_ON_STORE_ERROR", "dedup-on-store-error", "send", "duplicate guard, when its lock cannot be written: send (unguarded, the send path never breaks) | refuse (503 with Retry-After)", false},
-	{"MSGAPI_REAPER_INTERVAL", "reaper-interval", "1m", "how often expired locks and keys are deleted where the store has no TTL indexes", false},
+	{"MSGAPI_REAPER_INTERVAL", "reaper-interval", "1m", "how often expired locks and keys are deleted where the store has no TTL indexes (on the embedded engine, by its host only)", false},
 	{"MSGAPI_SHUTDOWN_TIMEOUT", "shutdown-timeout", "60s", "how long shutdown waits for in-flight requests, provider calls and outcome writes (more than send timeout + dedup wait + store budget)", false},
 	{"MSGAPI_LOG_LEVEL", "log-level", "info", "debug | info | warn | error", false},
 	{"MSGAPI_LOG_FORMAT", "log-format", "auto", "auto | json | console: auto is console (human-readable) when stdout is a terminal, JSON otherwise; Loki always gets JSON", false},

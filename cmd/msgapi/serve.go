@@ -222,8 +222,11 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 	} else {
 		log.Info().Str("uri", st.URI).Bool("replicaSet", st.ReplicaSet).Msg("connected to MongoDB")
 	}
-	if len(st.Reaped()) > 0 {
+	switch {
+	case len(st.Reaped()) > 0 && st.ReapsHere():
 		log.Info().Strs("collections", st.Reaped()).Dur("interval", c.reaperInterval).Msg("store has no TTL indexes: the reaper deletes expired documents")
+	case len(st.Reaped()) > 0:
+		log.Info().Msg("attached to msgapi's embedded store: its host's reaper deletes expired documents for every process, so this one runs none (MSGAPI_REAPER_INTERVAL does not apply)")
 	}
 	st.RoundTrips.Observe(met.StoreCommand)
 	if st.SerialWrites() {
