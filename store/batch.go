@@ -80,15 +80,14 @@ func (s *Store) Batch(collection string) *Batch {
 		return b
 	}
 	var q *batchQueue
-	switch {
-	case s.ferret && s.group == nil:
+	if s.ferret {
 		// One writer: a bigger batch, and one commit for every
 		// collection, are the only gains.
-		s.group = &batchQueue{parallel: 1, run: s.insertGroup}
+		if s.group == nil {
+			s.group = &batchQueue{parallel: 1, run: s.insertGroup}
+		}
 		q = s.group
-	case s.ferret:
-		q = s.group
-	default:
+	} else {
 		c := s.Collection(collection)
 		q = &batchQueue{parallel: 4, run: func(ops []*batchOp) { insertMany(c, ops) }} // MongoDB runs inserts side by side
 	}
