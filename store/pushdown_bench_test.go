@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/msgapi/msgapi/store/storetest"
 )
@@ -19,30 +20,24 @@ import (
 //
 //	go test -run '^$' -bench ConditionalDelete -benchtime 200x ./store/
 func BenchmarkConditionalDelete(b *testing.B) {
-	for _, n := range []int{1_000, 10_000, 100_000} {
-		b.Run(fmt.Sprintf("stored=%d", n), func(b *testing.B) {
-			s := storetest.New(b, things)
-			ctx := context.Background()
-			c := s.Collection("things")
-			seed(b, c, n, func(j int) bson.D {
-				return bson.D{{Key: "_id", Value: fmt.Sprintf("lock_%09d", j)}, {Key: "messageId", Value: fmt.Sprintf("msg_%d", j)}}
-			})
-			if b.N > n {
-				b.Fatalf("-benchtime %dx deletes more documents than the %d stored", b.N, n)
+	atSizes(b, func(j int) bson.D {
+		return bson.D{{Key: "_id", Value: fmt.Sprintf("lock_%09d", j)}, {Key: "messageId", Value: fmt.Sprintf("msg_%d", j)}}
+	}, func(b *testing.B, ctx context.Context, c *mongo.Collection, n int) {
+		if b.N > n {
+			b.Fatalf("-benchtime %dx deletes more documents than the %d stored", b.N, n)
+		}
+		b.ResetTimer()
+		for i := range b.N {
+			// Spread over the collection (7919 is prime, n a multiple of
+			// 1,000, so no document comes twice): a scan that stops at
+			// its first match would be cheap for the first documents.
+			j := (i * 7919) % n
+			res, err := c.DeleteOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprintf("lock_%09d", j)}, {Key: "messageId", Value: fmt.Sprintf("msg_%d", j)}})
+			if err != nil || res.DeletedCount != 1 {
+				b.Fatal(res, err)
 			}
-			b.ResetTimer()
-			for i := range b.N {
-				// Spread over the collection (7919 is prime, n a multiple of
-				// 1,000, so no document comes twice): a scan that stops at
-				// its first match would be cheap for the first documents.
-				j := (i * 7919) % n
-				res, err := c.DeleteOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprintf("lock_%09d", j)}, {Key: "messageId", Value: fmt.Sprintf("msg_%d", j)}})
-				if err != nil || res.DeletedCount != 1 {
-					b.Fatal(res, err)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // What a read of 20 documents by {_id: {$in: [...]}} costs: a listing page's
@@ -52,29 +47,36 @@ func BenchmarkConditionalDelete(b *testing.B) {
 //
 //	go test -run '^$' -bench ReadByIDs -benchtime 200x ./store/
 func BenchmarkReadByIDs(b *testing.B) {
+	atSizes(b, func(j int) bson.D {
+		return bson.D{{Key: "_id", Value: fmt.Sprintf("doc_%09d", j)}, {Key: "n", Value: j}}
+	}, func(b *testing.B, ctx context.Context, c *mongo.Collection, n int) {
+		b.ResetTimer()
+		for i := range b.N {
+			ids := make(bson.A, 20)
+			for k := range ids {
+				ids[k] = fmt.Sprintf("doc_%09d", ((i*20+k)*7919)%n)
+			}
+			cur, err := c.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var docs []bson.Raw
+			if err := cur.All(ctx, &docs); err != nil || len(docs) != 20 {
+				b.Fatal(len(docs), err)
+			}
+		}
+	})
+}
+
+// atSizes runs bench on a fresh collection of 1,000, 10,000 and 100,000
+// documents made by doc, one sub-benchmark each.
+func atSizes(b *testing.B, doc func(j int) bson.D, bench func(b *testing.B, ctx context.Context, c *mongo.Collection, n int)) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
 		b.Run(fmt.Sprintf("stored=%d", n), func(b *testing.B) {
 			s := storetest.New(b, things)
-			ctx := context.Background()
 			c := s.Collection("things")
-			seed(b, c, n, func(j int) bson.D {
-				return bson.D{{Key: "_id", Value: fmt.Sprintf("doc_%09d", j)}, {Key: "n", Value: j}}
-			})
-			b.ResetTimer()
-			for i := range b.N {
-				ids := make(bson.A, 20)
-				for k := range ids {
-					ids[k] = fmt.Sprintf("doc_%09d", ((i*20+k)*7919)%n)
-				}
-				cur, err := c.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				var docs []bson.Raw
-				if err := cur.All(ctx, &docs); err != nil || len(docs) != 20 {
-					b.Fatal(len(docs), err)
-				}
-			}
+			seed(b, c, n, doc)
+			bench(b, context.Background(), c, n)
 		})
 	}
 }
