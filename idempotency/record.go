@@ -101,13 +101,16 @@ func generation(id, token string) bson.D {
 }
 
 // replace writes next over generation old of its record. won is false when
-// another writer replaced or removed that generation first.
+// another writer replaced or removed that generation first. On the
+// embedded engine it rides in a group command with the inserts of
+// concurrent requests (store.Batch.ReplaceOne): a keyed send's completion
+// then costs the one writer no command of its own.
 func (k *Keys) replace(ctx context.Context, old, next record) (won bool, err error) {
-	res, err := k.store.Collection(keysCollection).ReplaceOne(ctx, generation(old.ID, old.Token), next)
+	won, err = k.store.Batch(keysCollection).ReplaceOne(ctx, generation(old.ID, old.Token), next)
 	if err != nil {
 		return false, fmt.Errorf("write idempotency record %s: %w", old.ID, err)
 	}
-	return res.MatchedCount == 1, nil
+	return won, nil
 }
 
 // remove deletes generation token of record id; won is false when another

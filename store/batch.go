@@ -21,8 +21,8 @@ import (
 // listing entries, events — wait while the previous insert command runs and
 // then go together. On MongoDB they go as one unordered insert command per
 // collection. On the embedded engine they go as one command for every
-// collection, msgapiInsert (third_party/ferretdb/PATCHES.md, patch 6), whose
-// documents commit in one SQLite transaction: a send's lock, message,
+// collection, msgapiWrite (third_party/ferretdb/PATCHES.md, patches 6 and
+// 8), whose documents commit in one SQLite transaction: a send's lock, message,
 // listing entries, outcome and event are five collections, and five
 // commits became one. Each document's insert is still decided alone,
 // against the unique _id: exactly one of two inserts of the same _id wins,
@@ -33,20 +33,29 @@ import (
 //
 // Alone, a request's insert goes at once (no timer, no added latency); under
 // load the batch is whatever queued while the previous one ran.
+//
+// On the embedded engine a conditional replace by _id (ReplaceOne) rides in
+// the same command: the Idempotency-Key layer's completion of a keyed send,
+// which was otherwise a write command of its own for each such request.
+// The command runs alone among write commands (relay.go), and each replace
+// reads and writes within its transaction (patch 8), so its condition and
+// its write are still one atomic step, and its answer, matched or not, is
+// its own. On MongoDB a replace goes at once, as a replaceOne.
 
 // Batch limits: one command carries at most this many documents and bytes
 // (MongoDB's limit is 100,000 documents and 48 MB per message; a
-// msgapiInsert command is one BSON document, at most 16 MB).
+// msgapiWrite command is one BSON document, at most 16 MB).
 const (
 	batchMaxDocs  = 256
 	batchMaxBytes = 8 << 20
 )
 
-// Batch inserts into one collection through its queue. Safe for concurrent
+// Batch writes into one collection through its queue. Safe for concurrent
 // use; obtain it with Store.Batch.
 type Batch struct {
-	coll *mongo.Collection
-	q    *batchQueue
+	coll  *mongo.Collection
+	q     *batchQueue
+	group bool // the embedded engine's queue: replaces ride in it too
 }
 
 // batchQueue is the inserts waiting to go: one collection's on MongoDB,
@@ -60,15 +69,18 @@ type batchQueue struct {
 	running int
 }
 
-// batchOp is one caller's documents.
+// batchOp is one caller's documents to insert, or, when filter is set, its
+// replace of the document filter matches by docs[0].
 type batchOp struct {
-	ctx  context.Context
-	coll string
-	docs []bson.Raw
-	size int
-	errs []error // per document, when err is nil
-	err  error   // the command failed as a whole
-	done chan struct{}
+	ctx     context.Context
+	coll    string
+	docs    []bson.Raw
+	filter  bson.Raw
+	size    int
+	errs    []error // per document, when err is nil
+	matched bool    // a replace: whether its filter matched (when errs[0] and err are nil)
+	err     error   // the command failed as a whole
+	done    chan struct{}
 }
 
 // Batch returns the collection's group-commit inserter, shared by every
@@ -84,14 +96,14 @@ func (s *Store) Batch(collection string) *Batch {
 		// One writer: a bigger batch, and one commit for every
 		// collection, are the only gains.
 		if s.group == nil {
-			s.group = &batchQueue{parallel: 1, run: s.insertGroup}
+			s.group = &batchQueue{parallel: 1, run: s.writeGroup}
 		}
 		q = s.group
 	} else {
 		c := s.Collection(collection)
 		q = &batchQueue{parallel: 4, run: func(ops []*batchOp) { insertMany(c, ops) }} // MongoDB runs inserts side by side
 	}
-	b := &Batch{coll: s.Collection(collection), q: q}
+	b := &Batch{coll: s.Collection(collection), q: q, group: s.ferret}
 	if s.batches == nil {
 		s.batches = map[string]*Batch{}
 	}
@@ -132,7 +144,53 @@ func (b *Batch) Insert(ctx context.Context, docs ...any) (errs []error, err erro
 	if len(docs) == 0 {
 		return nil, nil
 	}
-	q := b.q
+	if err := b.q.wait(ctx, op); err != nil {
+		return nil, err
+	}
+	return op.errs, nil
+}
+
+// ReplaceOne replaces the document that filter matches with doc, as the
+// driver's ReplaceOne without upsert does, and reports whether filter
+// matched one. filter must name the document's _id (the embedded engine
+// refuses any other: a replace is one indexed lookup, never a scan); doc
+// keeps that _id. On the embedded engine it rides in the next group
+// command with the queued inserts; on MongoDB it goes at once. As with
+// the driver, an error other than the server's answer to this replace
+// (a timeout, a lost connection) leaves it unknown whether it landed.
+func (b *Batch) ReplaceOne(ctx context.Context, filter bson.D, doc any) (matched bool, err error) {
+	if !b.group {
+		res, err := b.coll.ReplaceOne(ctx, filter, doc)
+		if err != nil {
+			return false, err
+		}
+		return res.MatchedCount == 1, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	f, err := bson.Marshal(filter)
+	if err != nil {
+		return false, fmt.Errorf("encode filter for %s: %w", b.coll.Name(), err)
+	}
+	raw, err := bson.Marshal(doc)
+	if err != nil {
+		return false, fmt.Errorf("encode document for %s: %w", b.coll.Name(), err)
+	}
+	op := &batchOp{ctx: ctx, coll: b.coll.Name(), done: make(chan struct{}), docs: []bson.Raw{raw}, filter: f, size: len(f) + len(raw)}
+	if err := b.q.wait(ctx, op); err != nil {
+		return false, err
+	}
+	if op.errs[0] != nil {
+		return false, op.errs[0]
+	}
+	return op.matched, nil
+}
+
+// wait queues op, starts a flusher when fewer than parallel run, and waits
+// for op's answer: nil when the command answered for op (op.errs, and for a
+// replace op.matched, hold it), else why not.
+func (q *batchQueue) wait(ctx context.Context, op *batchOp) error {
 	q.mu.Lock()
 	q.queue = append(q.queue, op)
 	if q.running < q.parallel {
@@ -142,11 +200,11 @@ func (b *Batch) Insert(ctx context.Context, docs ...any) (errs []error, err erro
 	q.mu.Unlock()
 	select {
 	case <-op.done:
-		return op.errs, op.err
+		return op.err
 	case <-ctx.Done():
 		// The command may already carry the documents: as with a single
-		// insert whose caller gave up, they may land.
-		return nil, ctx.Err()
+		// write whose caller gave up, they may land.
+		return ctx.Err()
 	}
 }
 
@@ -246,21 +304,31 @@ func insertMany(c *mongo.Collection, ops []*batchOp) {
 	deliver(ops, perDoc)
 }
 
-// insertGroup sends one batch, into whichever collections, as one
-// msgapiInsert command (the embedded engine's; PATCHES.md, patch 6): the
-// documents of each collection in the order their callers queued them, the
-// collections in the order they first appear. Its answer is an unordered
-// insert's, {n, writeErrors: [{index, code, errmsg}]}, indexes counting
-// the documents of all collections in that order.
-func (s *Store) insertGroup(ops []*batchOp) {
+// writeGroup sends one batch, into whichever collections, as one
+// msgapiWrite command (the embedded engine's; PATCHES.md, patches 6 and 8):
+// the documents to insert of each collection in the order their callers
+// queued them, the collections in the order they first appear, then the
+// replaces in the order they were queued. Its answer is an unordered
+// insert's, {n, writeErrors: [{index, code, errmsg}]}, indexes counting the
+// inserted documents of all collections in that order and then the
+// replaces, with matched: [0 or 1 per replace].
+func (s *Store) writeGroup(ops []*batchOp) {
 	type part struct {
 		name string
 		docs bson.A
 	}
-	var parts []*part
+	var (
+		parts    []*part
+		replaces bson.A
+	)
 	byName := map[string]int{}
-	at := make([][2]int, len(ops)) // each op's part and its first document's position in it
+	at := make([][2]int, len(ops)) // an insert's part and its first document's position in it; a replace's position among the replaces
 	for i, op := range ops {
+		if op.filter != nil {
+			at[i] = [2]int{-1, len(replaces)}
+			replaces = append(replaces, bson.D{{Key: "collection", Value: op.coll}, {Key: "filter", Value: op.filter}, {Key: "replacement", Value: op.docs[0]}})
+			continue
+		}
 		k, ok := byName[op.coll]
 		if !ok {
 			k = len(parts)
@@ -280,36 +348,77 @@ func (s *Store) insertGroup(ops []*batchOp) {
 		offset[k] = total
 		total += len(p.docs)
 	}
+	cmd := bson.D{{Key: GroupWriteCommand, Value: 1}, {Key: "inserts", Value: inserts}}
+	if len(replaces) > 0 {
+		cmd = append(cmd, bson.E{Key: "replaces", Value: replaces})
+	}
 
 	ctx, cancel := batchContext(ops)
 	defer cancel()
-	// The driver reports an answer with writeErrors as a WriteException.
-	err := s.DB.RunCommand(ctx, bson.D{{Key: GroupInsertCommand, Value: 1}, {Key: "inserts", Value: inserts}}).Err()
-	inCommand := make([]error, total)
+	// The driver reports an answer with writeErrors as a WriteException,
+	// which keeps the whole answer (Raw) for the replaces' matched.
+	reply, err := s.DB.RunCommand(ctx, cmd).Raw()
+	inCommand := make([]error, total+len(replaces))
 	var wex mongo.WriteException
 	switch {
 	case err == nil:
 	case errors.As(err, &wex) && wex.WriteConcernError == nil && len(wex.WriteErrors) > 0:
 		for _, we := range wex.WriteErrors {
-			if we.Index >= 0 && we.Index < total {
+			if we.Index >= 0 && we.Index < len(inCommand) {
 				inCommand[we.Index] = oneWriteError(we)
 			}
 		}
+		reply = wex.Raw
 	default:
 		fail(ops, err)
 		return
 	}
-	perDoc := make([]error, 0, total)
+	matched, err := matchedOf(reply, len(replaces))
+	if err != nil {
+		fail(ops, err)
+		return
+	}
+	perDoc := make([]error, 0, len(inCommand))
 	for i, op := range ops {
+		if op.filter != nil {
+			j := at[i][1]
+			perDoc = append(perDoc, inCommand[total+j])
+			op.matched = matched[j]
+			continue
+		}
 		from := offset[at[i][0]] + at[i][1]
 		perDoc = append(perDoc, inCommand[from:from+len(op.docs)]...)
 	}
 	deliver(ops, perDoc)
 }
 
-// GroupInsertCommand is the embedded engine's insert into several
-// collections at once (insertGroup).
-const GroupInsertCommand = "msgapiInsert"
+// matchedOf reads a msgapiWrite answer's matched: one 0 or 1 per replace.
+func matchedOf(reply bson.Raw, n int) ([]bool, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	arr, ok := reply.Lookup("matched").ArrayOK()
+	if !ok {
+		return nil, fmt.Errorf("%s answer without matched: %s", GroupWriteCommand, reply)
+	}
+	vals, err := arr.Values()
+	if err != nil || len(vals) != n {
+		return nil, fmt.Errorf("%s answer: matched has %d values, want %d (%v)", GroupWriteCommand, len(vals), n, err)
+	}
+	out := make([]bool, n)
+	for i, v := range vals {
+		m, ok := v.AsInt64OK()
+		if !ok {
+			return nil, fmt.Errorf("%s answer: matched.%d is %s", GroupWriteCommand, i, v.Type)
+		}
+		out[i] = m == 1
+	}
+	return out, nil
+}
+
+// GroupWriteCommand is the embedded engine's write into several
+// collections at once (writeGroup).
+const GroupWriteCommand = "msgapiWrite"
 
 // oneWriteError is a document's write error as InsertOne reports it.
 func oneWriteError(we mongo.WriteError) error {

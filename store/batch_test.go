@@ -175,7 +175,7 @@ func TestUncertainErrorHidesTheServersAnswer(t *testing.T) {
 // each caller gets its own documents' outcomes, whichever collections the
 // other documents of its command went to. On the embedded engine they
 // travel together, one command for all the collections (batch.go,
-// GroupInsertCommand), in fewer commands than the collections would take
+// GroupWriteCommand), in fewer commands than the collections would take
 // one by one.
 func TestBatchAcrossCollections(t *testing.T) {
 	colls := []store.Collection{{Name: "alpha"}, {Name: "beta"}, {Name: "gamma"}}
@@ -254,5 +254,81 @@ func TestBatchAcrossCollections(t *testing.T) {
 	t.Logf("%d calls into %d collections in %d insert commands, up to %d collections in one", len(calls), len(colls), commands, widest.Load())
 	if _, dir := storetest.URI(t); dir != "" && widest.Load() < 2 {
 		t.Errorf("no insert command carried more than one collection: the embedded engine's group commit should")
+	}
+}
+
+// Concurrent conditional replaces of one generation, released together
+// with inserts: exactly one replace matches, the document holds the
+// winner's write, and every insert lands. Each caller's answer is its own,
+// whichever command carried it. On the embedded engine the replaces ride
+// in the group commands with the inserts (batch.go), so the writes take
+// fewer commands than callers.
+func TestBatchReplaceOneDecidesOneGeneration(t *testing.T) {
+	s := storetest.New(t, things)
+	ctx := context.Background()
+	b := s.Batch("things")
+	if err := b.InsertOne(ctx, bson.D{{Key: "_id", Value: "rec"}, {Key: "token", Value: "g0"}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 32
+	before := s.RoundTrips.ByName()
+	matched := make([]bool, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			matched[i], errs[i] = b.ReplaceOne(ctx, bson.D{{Key: "_id", Value: "rec"}, {Key: "token", Value: "g0"}},
+				bson.D{{Key: "_id", Value: "rec"}, {Key: "token", Value: fmt.Sprintf("g1-%d", i)}})
+		})
+		wg.Go(func() {
+			<-start
+			if err := b.InsertOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprintf("ins%d", i)}}); err != nil {
+				t.Errorf("insert %d: %v", i, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	after := s.RoundTrips.ByName()
+	winner := -1
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("replace %d: %v", i, errs[i])
+		}
+		if matched[i] {
+			if winner >= 0 {
+				t.Errorf("replaces %d and %d both matched generation g0", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no replace matched generation g0")
+	}
+	var doc struct{ Token string }
+	if err := s.Collection("things").FindOne(ctx, store.ByID("rec")).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("g1-%d", winner); doc.Token != want {
+		t.Errorf("rec holds token %s, want the winner's %s", doc.Token, want)
+	}
+	if got := countDocs(t, s, "things"); got != n+1 {
+		t.Errorf("things holds %d documents, want %d", got, n+1)
+	}
+	commands := (after["insert"] - before["insert"]) + (after["update"] - before["update"])
+	t.Logf("%d replaces and %d inserts in %d write commands", n, n, commands)
+	if _, dir := storetest.URI(t); dir != "" && commands >= 2*n {
+		t.Errorf("%d write commands for %d writes: the embedded engine's group commit should carry several", commands, 2*n)
+	}
+
+	// A replace that matches nothing reports so, and writes nothing.
+	m, err := b.ReplaceOne(ctx, bson.D{{Key: "_id", Value: "absent"}}, bson.D{{Key: "_id", Value: "absent"}, {Key: "token", Value: "x"}})
+	if err != nil || m {
+		t.Errorf("replace of an absent document: matched %v, %v; want false, nil", m, err)
+	}
+	if got := countDocs(t, s, "things"); got != n+1 {
+		t.Errorf("things holds %d documents after a replace that matched nothing, want %d", got, n+1)
 	}
 }

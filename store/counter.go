@@ -33,7 +33,7 @@ func (c *Counter) Monitor() *event.CommandMonitor {
 		Started: func(ctx context.Context, e *event.CommandStartedEvent) {
 			c.total.Add(1)
 			c.mu.Lock()
-			c.byName[commandKind(e.CommandName)]++
+			c.byName[startedKind(e)]++
 			before := c.before
 			c.mu.Unlock()
 			if before != nil {
@@ -88,20 +88,29 @@ func (c *Counter) ByName() map[string]int64 {
 	return m
 }
 
-// commandKind is the name a command is counted under: the embedded engine's
-// insert into several collections (GroupInsertCommand) is an insert
-// command like any other, so the counts and the metrics compare across
-// engines.
+// commandKind is the name a command's latency is observed under: the
+// embedded engine's write into several collections (GroupWriteCommand) is
+// an insert command like any other, so the metrics compare across engines.
 func commandKind(name string) string {
-	if name == GroupInsertCommand {
+	if name == GroupWriteCommand {
 		return "insert"
 	}
 	return name
 }
 
+// startedKind is the name a command is counted under: commandKind's, except
+// that a GroupWriteCommand that carries no insert, only replaces, counts as
+// an update command.
+func startedKind(e *event.CommandStartedEvent) string {
+	if e.CommandName == GroupWriteCommand && len(insertParts(e)) == 0 {
+		return "update"
+	}
+	return commandKind(e.CommandName)
+}
+
 // InsertCollections returns the collections that an insert command about
 // to be sent writes into (nil for any other command): the one of an
-// insert, each of a GroupInsertCommand. Tests use it to act on the insert
+// insert, each of a GroupWriteCommand. Tests use it to act on the insert
 // into a given collection whichever way it travels.
 func InsertCollections(e *event.CommandStartedEvent) []string {
 	var names []string
@@ -113,7 +122,7 @@ func InsertCollections(e *event.CommandStartedEvent) []string {
 
 // InsertDocuments returns the documents that an insert command about to be
 // sent inserts into coll, whichever way it travels (an insert, or a part of
-// a GroupInsertCommand); nil for any other command.
+// a GroupWriteCommand); nil for any other command.
 func InsertDocuments(e *event.CommandStartedEvent, coll string) []bson.Raw {
 	var docs []bson.Raw
 	for _, p := range insertParts(e) {
@@ -136,12 +145,12 @@ func InsertDocuments(e *event.CommandStartedEvent, coll string) []bson.Raw {
 
 // insertParts are an insert command's parts, one per collection: an
 // insert itself ({insert: <name>, documents}), each entry of a
-// GroupInsertCommand's inserts ({collection: <name>, documents}).
+// GroupWriteCommand's inserts ({collection: <name>, documents}).
 func insertParts(e *event.CommandStartedEvent) []bson.Raw {
 	switch e.CommandName {
 	case "insert":
 		return []bson.Raw{e.Command}
-	case GroupInsertCommand:
+	case GroupWriteCommand:
 		arr, ok := e.Command.Lookup("inserts").ArrayOK()
 		if !ok {
 			return nil

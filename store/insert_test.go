@@ -149,15 +149,15 @@ func TestUnorderedInsertWithDuplicatesCommitsAtOnce(t *testing.T) {
 	}
 }
 
-// The embedded engine's msgapiInsert (third_party/ferretdb/PATCHES.md,
+// The embedded engine's msgapiWrite (third_party/ferretdb/PATCHES.md,
 // patch 6) answers as an unordered insert would, with indexes that count
 // the documents of all its collections in order: a document that loses to
 // an existing _id, one repeated within the command and one the engine
 // refuses are each reported at their own index, and everything else is
 // stored.
-func TestGroupInsertCommandReportsByIndex(t *testing.T) {
+func TestGroupWriteCommandReportsByIndex(t *testing.T) {
 	if _, dir := storetest.URI(t); dir == "" {
-		t.Log("not the embedded engine: MongoDB has no msgapiInsert, and msgapi sends it none")
+		t.Log("not the embedded engine: MongoDB has no msgapiWrite, and msgapi sends it none")
 		return
 	}
 	colls := []store.Collection{{Name: "alpha"}, {Name: "beta"}}
@@ -166,7 +166,7 @@ func TestGroupInsertCommandReportsByIndex(t *testing.T) {
 	if _, err := s.Collection("beta").InsertOne(ctx, bson.D{{Key: "_id", Value: "taken"}}); err != nil {
 		t.Fatal(err)
 	}
-	cmd := bson.D{{Key: store.GroupInsertCommand, Value: 1}, {Key: "inserts", Value: bson.A{
+	cmd := bson.D{{Key: store.GroupWriteCommand, Value: 1}, {Key: "inserts", Value: bson.A{
 		bson.D{{Key: "collection", Value: "alpha"}, {Key: "documents", Value: bson.A{
 			bson.D{{Key: "_id", Value: "a1"}},                          // 0
 			bson.D{{Key: "_id", Value: "a1"}},                          // 1: repeated
@@ -180,7 +180,7 @@ func TestGroupInsertCommandReportsByIndex(t *testing.T) {
 	err := s.DB.RunCommand(ctx, cmd).Err()
 	var wex mongo.WriteException
 	if !errors.As(err, &wex) {
-		t.Fatalf("msgapiInsert: %v, want write errors", err)
+		t.Fatalf("msgapiWrite: %v, want write errors", err)
 	}
 	got := map[int]bool{}
 	for _, we := range wex.WriteErrors {
@@ -208,5 +208,88 @@ func TestGroupInsertCommandReportsByIndex(t *testing.T) {
 		if !slices.Equal(ids, want) {
 			t.Errorf("%s holds %v, want %v", coll, ids, want)
 		}
+	}
+}
+
+// msgapiWrite's replaces (PATCHES.md, patch 8): each replaces the document
+// its filter matches, or reports that none did, and sees what the command
+// wrote before it — its inserts and its earlier replaces — because it reads
+// within the command's transaction. Two replaces of one generation in one
+// command: exactly one matches. A replacement that names another _id is
+// refused at its own index, after the inserts' indexes.
+func TestGroupWriteCommandReplaces(t *testing.T) {
+	if _, dir := storetest.URI(t); dir == "" {
+		t.Log("not the embedded engine: MongoDB has no msgapiWrite, and msgapi sends it none")
+		return
+	}
+	s := storetest.New(t, store.Collection{Name: "alpha"})
+	ctx := context.Background()
+	c := s.Collection("alpha")
+	for _, id := range []string{"r1", "r2"} {
+		if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "token", Value: "t0"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := func(filter, replacement bson.D) bson.D {
+		return bson.D{{Key: "collection", Value: "alpha"}, {Key: "filter", Value: filter}, {Key: "replacement", Value: replacement}}
+	}
+	gen := func(id, token string) bson.D { return bson.D{{Key: "_id", Value: id}, {Key: "token", Value: token}} }
+	cmd := bson.D{{Key: store.GroupWriteCommand, Value: 1},
+		{Key: "inserts", Value: bson.A{bson.D{{Key: "collection", Value: "alpha"}, {Key: "documents", Value: bson.A{
+			bson.D{{Key: "_id", Value: "new"}, {Key: "v", Value: 1}}, // index 0
+		}}}}},
+		{Key: "replaces", Value: bson.A{
+			rep(gen("r1", "t0"), gen("r1", "t1")),                                 // index 1: matches
+			rep(gen("r1", "t0"), gen("r1", "t2")),                                 // index 2: r1 is t1 now
+			rep(bson.D{{Key: "_id", Value: "new"}}, bson.D{{Key: "v", Value: 2}}), // index 3: the insert above
+			rep(gen("missing", "t0"), gen("missing", "t1")),                       // index 4: nothing
+			rep(gen("r2", "t0"), gen("other", "t1")),                              // index 5: another _id, refused
+		}},
+	}
+	reply, err := s.DB.RunCommand(ctx, cmd).Raw()
+	var wex mongo.WriteException
+	if !errors.As(err, &wex) {
+		t.Fatalf("msgapiWrite: %v, want one write error", err)
+	}
+	if len(wex.WriteErrors) != 1 || wex.WriteErrors[0].Index != 5 || !wex.WriteErrors[0].HasErrorCode(66) { // ImmutableField
+		t.Errorf("write errors %v, want one ImmutableField (66) at index 5", wex.WriteErrors)
+	}
+	if reply == nil {
+		reply = wex.Raw
+	}
+	var got struct {
+		N       int32   `bson:"n"`
+		Matched []int32 `bson:"matched"`
+	}
+	if err := bson.Unmarshal(reply, &got); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int32{1, 0, 1, 0, 0}; got.N != 1 || !slices.Equal(got.Matched, want) {
+		t.Errorf("n %d, matched %v; want n 1, matched %v", got.N, got.Matched, want)
+	}
+	for id, want := range map[string]bson.M{"r1": {"_id": "r1", "token": "t1"}, "r2": {"_id": "r2", "token": "t0"}, "new": {"_id": "new", "v": int32(2)}} {
+		var doc bson.M
+		if err := c.FindOne(ctx, store.ByID(id)).Decode(&doc); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if !maps.Equal(doc, want) {
+			t.Errorf("%s is %v, want %v", id, doc, want)
+		}
+	}
+	if n, err := c.CountDocuments(ctx, bson.D{}); err != nil || n != 3 {
+		t.Errorf("alpha holds %d documents (%v), want 3: no replace inserts", n, err)
+	}
+
+	// A replace whose filter names no _id would be a scan: the whole
+	// command is refused, and nothing of it written.
+	bad := bson.D{{Key: store.GroupWriteCommand, Value: 1},
+		{Key: "inserts", Value: bson.A{bson.D{{Key: "collection", Value: "alpha"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: "not-written"}}}}}}},
+		{Key: "replaces", Value: bson.A{rep(bson.D{{Key: "token", Value: "t0"}}, bson.D{{Key: "token", Value: "t9"}})}},
+	}
+	if err := s.DB.RunCommand(ctx, bad).Err(); err == nil {
+		t.Error("a replace without _id in its filter was accepted")
+	}
+	if n, err := c.CountDocuments(ctx, bson.D{}); err != nil || n != 3 {
+		t.Errorf("alpha holds %d documents (%v) after the refused command, want 3", n, err)
 	}
 }

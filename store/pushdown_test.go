@@ -121,7 +121,7 @@ func TestOnlyMsgapisEngineIsAccepted(t *testing.T) {
 		{bson.M{"version": "7.0.14"}, false, false}, // MongoDB
 		{bson.M{"ferretdbVersion": store.EngineVersion}, true, false},
 		{bson.M{"ferretdbVersion": "v1.24.2"}, true, true},
-		{bson.M{"ferretdbVersion": "v1.24.2+msgapi"}, true, true}, // an earlier patch level: no msgapiInsert
+		{bson.M{"ferretdbVersion": "v1.24.2+msgapi"}, true, true}, // an earlier patch level: no msgapiWrite
 		{bson.M{"ferretdbVersion": "unknown"}, true, true},
 		{bson.M{"ferretdbVersion": "v2.1.0"}, true, true},
 	} {

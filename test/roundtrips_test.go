@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/msgapi/msgapi/api/apitest"
 	"github.com/msgapi/msgapi/consent"
 	"github.com/msgapi/msgapi/store"
+	"github.com/msgapi/msgapi/store/storetest"
 )
 
 // Store round trips per request are exact, so their budgets are tests, not
@@ -203,5 +205,79 @@ func TestRoundTripBudgets(t *testing.T) {
 	})
 	if got := e.Sender.Count(); got != 4 {
 		t.Errorf("sender saw %d messages, want 4", got)
+	}
+}
+
+// Keyed sends made at once: each completion (the conditional write that
+// stores the response under the key) lands exactly once, and on the
+// embedded engine they ride in the group commands of the one writer
+// (store.Batch.ReplaceOne) instead of costing it a command each.
+func TestKeyedCompletionsShareCommands(t *testing.T) {
+	e := apitest.New(t, apitest.Options{})
+	const n = 32
+	var (
+		mu                 sync.Mutex
+		replaces, carriers int
+	)
+	e.Store.RoundTrips.Before(func(_ context.Context, ev *event.CommandStartedEvent) {
+		if ev.CommandName != store.GroupWriteCommand && ev.CommandName != "update" {
+			return
+		}
+		k := 0
+		if arr, ok := ev.Command.Lookup("replaces").ArrayOK(); ok {
+			vals, _ := arr.Values()
+			k = len(vals)
+		} else if arr, ok := ev.Command.Lookup("updates").ArrayOK(); ok && ev.Command.Lookup("update").StringValue() == "idempotency_keys" {
+			vals, _ := arr.Values()
+			k = len(vals)
+		}
+		if k > 0 {
+			mu.Lock()
+			replaces += k
+			carriers++
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() { e.Store.RoundTrips.Before(nil) })
+	body := func(i int) string {
+		return fmt.Sprintf(`{"channel":"sms","recipientPhone":"+155501%05d","body":"keyed %d"}`, i, i)
+	}
+	key := func(i int) map[string]string {
+		return map[string]string{"Idempotency-Key": fmt.Sprintf("together-%d", i)}
+	}
+	answers := make([]apitest.Response, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			answers[i] = e.Do(http.MethodPost, "/api/messages", e.Key, body(i), key(i))
+		})
+	}
+	close(start)
+	wg.Wait()
+	e.Store.RoundTrips.Before(nil)
+	for i, r := range answers {
+		if r.Status != http.StatusCreated {
+			t.Fatalf("send %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	if got := e.Sender.Count(); got != n {
+		t.Errorf("sender saw %d messages, want %d", got, n)
+	}
+	mu.Lock()
+	t.Logf("%d completions in %d write commands", replaces, carriers)
+	if replaces != n {
+		t.Errorf("%d completions written, want %d (one per keyed send)", replaces, n)
+	}
+	if _, dir := storetest.URI(t); dir != "" && carriers >= n {
+		t.Errorf("%d completions took %d commands: on the embedded engine they should share", replaces, carriers)
+	}
+	mu.Unlock()
+	for i := range n {
+		r := e.Do(http.MethodPost, "/api/messages", e.Key, body(i), key(i))
+		if r.Header.Get("Idempotent-Replayed") != "true" || r.Status != answers[i].Status || string(r.Body) != string(answers[i].Body) {
+			t.Errorf("retry %d: %d replayed=%q %s; want the stored answer %d %s", i, r.Status, r.Header.Get("Idempotent-Replayed"), r.Body, answers[i].Status, answers[i].Body)
+		}
 	}
 }

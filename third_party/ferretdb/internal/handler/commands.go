@@ -177,10 +177,10 @@ func (h *Handler) initCommands() {
 			Handler: h.MsgInsert,
 			Help:    "Inserts documents into the database.",
 		},
-		"msgapiInsert": {
-			// msgapi (PATCHES.md, patch 6).
-			Handler: h.MsgMsgapiInsert,
-			Help:    "Inserts documents into several collections of a database, unordered, in one transaction (msgapi).",
+		"msgapiWrite": {
+			// msgapi (PATCHES.md, patches 6 and 8).
+			Handler: h.MsgMsgapiWrite,
+			Help:    "Inserts and conditionally replaces documents in several collections of a database, in one transaction (msgapi).",
 		},
 		"isMaster": {
 			Handler:   h.MsgIsMaster,

@@ -209,7 +209,7 @@ func duplicateKeyError(index int, db, collection string) *mongo.WriteError {
 
 // validationWriteError is the write error of the document at index that
 // failed ValidateData with err (msgapi, PATCHES.md, patch 6: shared with
-// msgapiInsert; upstream's code, moved).
+// msgapiWrite; upstream's code, moved).
 func validationWriteError(index int, err error) (*mongo.WriteError, error) {
 	var ve *types.ValidationError
 	if !errors.As(err, &ve) {

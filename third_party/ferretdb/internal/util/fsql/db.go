@@ -75,7 +75,14 @@ func (db *DB) Ping(ctx context.Context) error {
 }
 
 // QueryContext calls [*sql.DB.QueryContext].
+//
+// msgapi (PATCHES.md, patch 8): under a context from WithSharedTx whose
+// transaction has begun on db, it queries in that transaction.
 func (db *DB) QueryContext(ctx context.Context, query string, args ...any) (*Rows, error) {
+	if rows, ok, err := db.sharedQuery(ctx, query, args...); ok {
+		return rows, err
+	}
+
 	start := time.Now()
 
 	fields := []any{slog.Any("args", args)}

@@ -14,11 +14,12 @@
 
 package fsql
 
-// msgapi (third_party/ferretdb/PATCHES.md, patch 6): one transaction shared
-// by several backend calls, so that the inserts of one msgapiInsert command
-// into several collections of one database commit together, with one
-// commit (and one fsync of the write-ahead log) instead of one per
-// collection.
+// msgapi (third_party/ferretdb/PATCHES.md, patches 6 and 8): one
+// transaction shared by several backend calls, so that the writes of one
+// msgapiWrite command into several collections of one database commit
+// together, with one commit (and one fsync of the write-ahead log) instead
+// of one per collection. Queries under its context, once it has begun,
+// read through it, so that they see what it wrote (patch 8).
 
 import (
 	"context"
@@ -76,6 +77,23 @@ func (db *DB) join(ctx context.Context, f func(*Tx) error) (ok bool, err error) 
 	}
 
 	return true, err
+}
+
+// sharedQuery runs query in ctx's shared transaction when one has begun on
+// db; ok is false otherwise (then nothing this command wrote is pending, and
+// a read of any connection sees what the transaction would).
+func (db *DB) sharedQuery(ctx context.Context, query string, args ...any) (rows *Rows, ok bool, err error) {
+	s, _ := ctx.Value(sharedTxKey{}).(*SharedTx)
+	if s == nil || s.tx == nil || s.db != db {
+		return nil, false, nil
+	}
+
+	rows, err = s.tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		s.failed = true
+	}
+
+	return rows, true, err
 }
 
 // Commit commits the shared transaction; nothing to do when no call began
