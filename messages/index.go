@@ -29,15 +29,16 @@ package messages
 // hint document (mh_<feed>, written by readers that had to gallop far), so a
 // cold start costs a few reads, not a walk over the feed.
 //
-// Writes are a marker mx_<messageId> and the three entries. The marker
-// makes indexing idempotent: Index writes them in one ordered insert
-// command, marker first, so that of two writers of one message's entries
-// (an inbound webhook and its redelivery, which derive the same message id)
-// only one writes entries; IndexOnce reads the marker first. A send's
-// message id is the request's own (allocated by it, or by its
-// Idempotency-Key claim), so nobody else indexes it: its documents go
-// unordered, beside its message insert, in one insert command with those
-// of the requests indexing at the same time (InsertIndexed, store.Batch).
+// Writes are the three entries, and for an inbound message a marker
+// mx_<messageId> before them. The marker makes indexing idempotent: Index
+// writes them in one ordered insert command, marker first, so that of two
+// writers of one message's entries (an inbound webhook and its
+// redelivery, which derive the same message id) only one writes entries;
+// IndexOnce reads the marker first. A send's message id is the request's
+// own (allocated by it, or by its Idempotency-Key claim), so nobody else
+// indexes it and it needs no marker: its entries go unordered, beside its
+// message insert, in one insert command with those of the requests
+// indexing at the same time (InsertIndexed, store.Batch).
 // An entry whose message then lost its insert to a tombstone names the
 // tombstone, which readers skip. Slots this process reserved but could
 // not use are filled with empty entries, so the prefix stays dense; readers
@@ -194,14 +195,16 @@ func (s *Store) Index(ctx context.Context, m *Message, fresh bool) error {
 
 // indexOwn is Index for a message whose id only this request uses (a send's
 // own message id): its documents go unordered, batched with concurrent
-// requests' (store.Batch), and nothing else writes them.
+// requests' (store.Batch), and nothing else writes them. It writes no
+// marker: the marker only stops a second indexer of the same message (an
+// inbound redelivery, IndexOnce), and a send has none.
 func (s *Store) indexOwn(ctx context.Context, m *Message, fresh bool) error {
 	feeds, slots, err := s.reserve(ctx, m, fresh)
 	if err != nil {
 		return err
 	}
 	pending := []int{0, 1, 2} // feeds whose entry is not written yet
-	docs := []any{indexMarker{ID: markerID(m.ID), MessageID: m.ID, CreatedAt: m.CreatedAt}}
+	var docs []any
 	lost := [3]int{}
 	for attempt := 0; ; attempt++ {
 		if attempt >= maxSlotAttempts {
@@ -219,14 +222,9 @@ func (s *Store) indexOwn(ctx context.Context, m *Message, fresh bool) error {
 			s.fill(ctx, feeds, slots, pending)
 			return msgapi.Unavailable(fmt.Errorf("index message %s: %w", m.ID, err))
 		}
-		entryErrs := errs[len(errs)-len(pending):]
-		if len(docs) > len(pending) && errs[0] != nil && !store.IsDuplicateKey(errs[0]) {
-			s.fill(ctx, feeds, slots, pending)
-			return msgapi.Unavailable(fmt.Errorf("index message %s: marker: %w", m.ID, errs[0]))
-		}
 		var retry []int
 		for j, i := range pending {
-			switch e := entryErrs[j]; {
+			switch e := errs[j]; {
 			case e == nil:
 				s.heads.saw(feeds[i], slots[i])
 			case store.IsDuplicateKey(e):
