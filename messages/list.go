@@ -270,7 +270,7 @@ func (s *Store) readSlots(ctx context.Context, workspaceID, feed string, slots [
 		ids[i] = slotID(feed, n)
 	}
 	var found []indexEntry
-	if err := findIDs(ctx, s.idx, ids, &found); err != nil {
+	if err := store.FindIDs(ctx, s.idx, ids, &found); err != nil {
 		return nil, false, msgapi.Unavailable(fmt.Errorf("read feed slots: %w", err))
 	}
 	byID := make(map[string]*indexEntry, len(found))

@@ -32,11 +32,8 @@ package messages
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/store"
@@ -71,7 +68,7 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]Message, 
 		return out, nil
 	}
 	var withOutcome []Message
-	if err := findIDs(ctx, s.outs, ids, &withOutcome); err != nil {
+	if err := store.FindIDs(ctx, s.outs, ids, &withOutcome); err != nil {
 		return nil, msgapi.Unavailable(fmt.Errorf("read %d message outcomes: %w", len(ids), err))
 	}
 	for _, m := range withOutcome {
@@ -85,7 +82,7 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]Message, 
 	}
 	if len(rest) > 0 {
 		var written []Message
-		if err := findIDs(ctx, s.msgs, rest, &written); err != nil {
+		if err := store.FindIDs(ctx, s.msgs, rest, &written); err != nil {
 			return nil, msgapi.Unavailable(fmt.Errorf("read %d messages: %w", len(rest), err))
 		}
 		for _, m := range written {
@@ -98,28 +95,6 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]Message, 
 	}
 	return out, nil
 }
-
-// findIDs reads the documents of c whose _id is in ids into *docs (a
-// pointer to a slice), idsPerRead to a command: on MongoDB by the _id
-// index, and on the embedded engine as well (third_party/ferretdb/
-// PATCHES.md, patch 5: it pushes _id $in down to SQL up to 1,000 ids).
-func findIDs[T any](ctx context.Context, c *mongo.Collection, ids []string, docs *[]T, opts ...options.Lister[options.FindOptions]) error {
-	for chunk := range slices.Chunk(ids, idsPerRead) {
-		cur, err := c.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: chunk}}}}, opts...)
-		if err != nil {
-			return err
-		}
-		var part []T
-		if err := cur.All(ctx, &part); err != nil {
-			return err
-		}
-		*docs = append(*docs, part...)
-	}
-	return nil
-}
-
-// idsPerRead bounds the ids of one findIDs command.
-const idsPerRead = 500
 
 // RecordOutcome moves a message to m.Status: the one place an outbound
 // status is written (the send path, the outcome sweeper, delivery receipts

@@ -477,7 +477,7 @@ func (s *Store) absent(ctx context.Context, ids []string) ([]int, error) {
 	var have []struct {
 		ID string `bson:"_id"`
 	}
-	if err := findIDs(ctx, s.msgs, ids, &have, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}})); err != nil {
+	if err := store.FindIDs(ctx, s.msgs, ids, &have, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}})); err != nil {
 		return nil, msgapi.Unavailable(fmt.Errorf("read %d message ids: %w", len(ids), err))
 	}
 	held := make(map[string]bool, len(have))

@@ -20,8 +20,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/msgapi/msgapi"
 	"github.com/msgapi/msgapi/egress"
 	"github.com/msgapi/msgapi/events"
@@ -425,32 +423,26 @@ func (o *Outbox) archiveQuiet(ctx context.Context, evs []event) error {
 // events whose pending documents may go.
 func (o *Outbox) archiveChunk(ctx context.Context, evs []event) (done []event, err error) {
 	// Archived already (a repeated fact, a pass that died before its
-	// delete)? One read by _id each, a few at a time.
-	have := make([]*event, len(evs))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
+	// delete)? One read of the chunk's ids (store.FindIDs).
+	ids := make([]string, len(evs))
 	for i, e := range evs {
-		g.Go(func() error {
-			var h event
-			err := o.events.FindOne(gctx, store.ByID(e.ID)).Decode(&h)
-			switch {
-			case err == nil:
-				have[i] = &h
-			case !store.IsNotFound(err):
-				return fmt.Errorf("read event %s: %w", e.ID, err)
-			}
-			return nil
-		})
+		ids[i] = e.ID
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err
+	var archived []event
+	if err := store.FindIDs(ctx, o.events, ids, &archived); err != nil {
+		return nil, fmt.Errorf("read %d archived events: %w", len(ids), err)
+	}
+	have := make(map[string]event, len(archived))
+	for _, h := range archived {
+		have[h.ID] = h
 	}
 	var fresh []event
-	for i, e := range evs {
+	for _, e := range evs {
+		h, ok := have[e.ID]
 		switch {
-		case have[i] == nil:
+		case !ok:
 			fresh = append(fresh, e)
-		case have[i].Scheduled:
+		case h.Scheduled:
 			done = append(done, e)
 		default: // an archive an older process left unmarked
 			if err := o.archiveUnsubscribed(ctx, e); err != nil {

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -312,3 +313,26 @@ func IsNotFound(err error) bool { return errors.Is(err, mongo.ErrNoDocuments) }
 // on MongoDB and the embedded engine alike (on the embedded engine, the
 // only filter pushed down to SQL).
 func ByID(id string) bson.D { return bson.D{{Key: "_id", Value: id}} }
+
+// FindIDs reads the documents of c whose _id is in ids into *docs (a
+// pointer to a slice), IDsPerRead to a command: on MongoDB by the _id
+// index, and on the embedded engine as well (third_party/ferretdb/
+// PATCHES.md, patch 5: it pushes _id $in down to SQL up to 1,000 ids).
+// Ids that hold no document are simply absent.
+func FindIDs[T any](ctx context.Context, c *mongo.Collection, ids []string, docs *[]T, opts ...options.Lister[options.FindOptions]) error {
+	for chunk := range slices.Chunk(ids, IDsPerRead) {
+		cur, err := c.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: chunk}}}}, opts...)
+		if err != nil {
+			return err
+		}
+		var part []T
+		if err := cur.All(ctx, &part); err != nil {
+			return err
+		}
+		*docs = append(*docs, part...)
+	}
+	return nil
+}
+
+// IDsPerRead bounds the ids of one FindIDs command.
+const IDsPerRead = 500
