@@ -61,11 +61,12 @@ func insertInto(coll string) func(e *event.CommandStartedEvent) bool {
 	}
 }
 
-// updateOf matches an update of the named collection.
+// updateOf matches a command that updates or replaces a document of the
+// named collection, however it travels (an update, or a replace in the
+// embedded engine's group command: store.UpdateCollections).
 func updateOf(coll string) func(e *event.CommandStartedEvent) bool {
 	return func(e *event.CommandStartedEvent) bool {
-		v, err := e.Command.LookupErr("update")
-		return e.CommandName == "update" && err == nil && v.StringValue() == coll
+		return slices.Contains(store.UpdateCollections(e), coll)
 	}
 }
 

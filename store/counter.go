@@ -143,6 +143,41 @@ func InsertDocuments(e *event.CommandStartedEvent, coll string) []bson.Raw {
 	return docs
 }
 
+// UpdateCollections returns, for a command about to be sent, the collection
+// of each update statement it carries (nil for a command that carries
+// none): an update's, once per statement; each replace of a
+// GroupWriteCommand's (Batch.ReplaceOne on the embedded engine). Tests use
+// it to act on a conditional write of a given collection whichever way it
+// travels.
+func UpdateCollections(e *event.CommandStartedEvent) []string {
+	var names []string
+	switch e.CommandName {
+	case "update":
+		coll, _ := e.Command.Lookup("update").StringValueOK()
+		arr, ok := e.Command.Lookup("updates").ArrayOK()
+		if !ok {
+			return nil
+		}
+		vals, _ := arr.Values()
+		for range vals {
+			names = append(names, coll)
+		}
+	case GroupWriteCommand:
+		arr, ok := e.Command.Lookup("replaces").ArrayOK()
+		if !ok {
+			return nil
+		}
+		vals, _ := arr.Values()
+		for _, v := range vals {
+			if doc, ok := v.DocumentOK(); ok {
+				coll, _ := doc.Lookup("collection").StringValueOK()
+				names = append(names, coll)
+			}
+		}
+	}
+	return names
+}
+
 // insertParts are an insert command's parts, one per collection: an
 // insert itself ({insert: <name>, documents}), each entry of a
 // GroupWriteCommand's inserts ({collection: <name>, documents}).

@@ -220,16 +220,11 @@ func TestKeyedCompletionsShareCommands(t *testing.T) {
 		replaces, carriers int
 	)
 	e.Store.RoundTrips.Before(func(_ context.Context, ev *event.CommandStartedEvent) {
-		if ev.CommandName != store.GroupWriteCommand && ev.CommandName != "update" {
-			return
-		}
 		k := 0
-		if arr, ok := ev.Command.Lookup("replaces").ArrayOK(); ok {
-			vals, _ := arr.Values()
-			k = len(vals)
-		} else if arr, ok := ev.Command.Lookup("updates").ArrayOK(); ok && ev.Command.Lookup("update").StringValue() == "idempotency_keys" {
-			vals, _ := arr.Values()
-			k = len(vals)
+		for _, c := range store.UpdateCollections(ev) {
+			if c == "idempotency_keys" {
+				k++
+			}
 		}
 		if k > 0 {
 			mu.Lock()
