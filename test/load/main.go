@@ -57,6 +57,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -83,6 +84,7 @@ type config struct {
 
 	url, key, storeURI, storeDB string // a running server, when url is set
 	receiverAddr, secret        string
+	serverEnv                   []string // NAME=VALUE settings of the server this tool starts
 }
 
 func parseFlags(args []string, out io.Writer) (config, error) {
@@ -110,6 +112,14 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.storeDB, "store-db", "msgapi", "with -url: database for the raw inserts' scratch collection")
 	fs.StringVar(&c.receiverAddr, "receiver-addr", "127.0.0.1:0", "webhook receiver's listen address (with -url: the one the server posts to)")
 	fs.StringVar(&c.secret, "webhook-secret", "", "with -url: the server's MSGAPI_WEBHOOK_SECRET")
+	fs.Func("server-env", "NAME=VALUE in the environment of the server this tool starts (repeatable), e.g. GOGC=400", func(v string) error {
+		name, _, ok := strings.Cut(v, "=")
+		if !ok || name == "" || strings.ContainsAny(name, " \t") {
+			return fmt.Errorf("want NAME=VALUE, got %q", v)
+		}
+		c.serverEnv = append(c.serverEnv, v)
+		return nil
+	})
 	fs.Usage = func() {
 		fmt.Fprint(out, `usage: go run ./test/load [flags]
 
@@ -167,6 +177,9 @@ Loopback addresses only.
 			return c, errors.New("-key, -store-uri and -webhook-secret go with -url")
 		}
 		return c, nil
+	}
+	if len(c.serverEnv) > 0 {
+		return c, errors.New("-server-env needs the server this tool starts, not -url")
 	}
 	if c.key == "" || c.storeURI == "" || c.secret == "" || strings.HasSuffix(c.receiverAddr, ":0") {
 		return c, errors.New("with -url, also give -key, -store-uri, -webhook-secret and the -receiver-addr the server posts to")
@@ -237,7 +250,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	t := target{url: cfg.url, key: cfg.key, storeURI: cfg.storeURI, storeDB: cfg.storeDB}
 	if cfg.url == "" {
-		var env []string
+		env := slices.Clone(cfg.serverEnv) // later entries win: the tool's own settings below
 		if cfg.expired > 0 {
 			// The pass starts within 10 s of the seeding; every second would
 			// scan every reaped collection each second, slowing every scenario.

@@ -123,6 +123,9 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "machine: %d cores%s, %s %s/%s\n", runtime.NumCPU(), cpuModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	if r.t.embedded {
 		fmt.Fprintf(w, "server: msgapi built from ./cmd/msgapi, embedded store (FerretDB, SQLite) at %s, webhook SMS provider\n", r.t.storeURI)
+		if len(c.serverEnv) > 0 {
+			fmt.Fprintf(w, "server environment (-server-env): %s\n", strings.Join(c.serverEnv, " "))
+		}
 	} else {
 		fmt.Fprintf(w, "server: %s, store %s\n", r.t.url, r.t.storeURI)
 	}

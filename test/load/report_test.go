@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,5 +40,23 @@ func TestTailRule(t *testing.T) {
 				t.Errorf("failure %q does not say what failed", r.failures[0])
 			}
 		})
+	}
+}
+
+// -server-env takes NAME=VALUE pairs for the server this tool starts, and
+// nothing else.
+func TestServerEnvFlag(t *testing.T) {
+	c, err := parseFlags([]string{"-server-env", "GOGC=400", "-server-env", "GOMEMLIMIT=1GiB"}, io.Discard)
+	if err != nil || !slices.Equal(c.serverEnv, []string{"GOGC=400", "GOMEMLIMIT=1GiB"}) {
+		t.Errorf("serverEnv %q, %v; want both, in order", c.serverEnv, err)
+	}
+	for _, bad := range [][]string{
+		{"-server-env", "GOGC"},
+		{"-server-env", "=400"},
+		{"-server-env", "GOGC=400", "-url", "http://127.0.0.1:8080", "-key", "k", "-store-uri", "mongodb://x/", "-webhook-secret", "s", "-receiver-addr", "127.0.0.1:9000"},
+	} {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }
