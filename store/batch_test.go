@@ -17,21 +17,27 @@ import (
 	"github.com/msgapi/msgapi/store/storetest"
 )
 
-// insertTogether runs n inserts through b, released together by a
-// barrier, and returns each one's error.
-func insertTogether(t *testing.T, b *store.Batch, n int, doc func(i int) any) []error {
-	t.Helper()
-	errs := make([]error, n)
+// together runs f(0) … f(n-1) at once, released together by a barrier,
+// and returns when all have returned.
+func together(n int, f func(i int)) {
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			errs[i] = b.InsertOne(context.Background(), doc(i))
+			f(i)
 		})
 	}
 	close(start)
 	wg.Wait()
+}
+
+// insertTogether runs n inserts through b, released together, and returns
+// each one's error.
+func insertTogether(t *testing.T, b *store.Batch, n int, doc func(i int) any) []error {
+	t.Helper()
+	errs := make([]error, n)
+	together(n, func(i int) { errs[i] = b.InsertOne(context.Background(), doc(i)) })
 	return errs
 }
 
@@ -274,23 +280,17 @@ func TestBatchReplaceOneDecidesOneGeneration(t *testing.T) {
 	before := s.RoundTrips.ByName()
 	matched := make([]bool, n)
 	errs := make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-start
+	together(2*n, func(k int) {
+		i := k / 2
+		if k%2 == 0 {
 			matched[i], errs[i] = b.ReplaceOne(ctx, bson.D{{Key: "_id", Value: "rec"}, {Key: "token", Value: "g0"}},
 				bson.D{{Key: "_id", Value: "rec"}, {Key: "token", Value: fmt.Sprintf("g1-%d", i)}})
-		})
-		wg.Go(func() {
-			<-start
-			if err := b.InsertOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprintf("ins%d", i)}}); err != nil {
-				t.Errorf("insert %d: %v", i, err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
+			return
+		}
+		if err := b.InsertOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprintf("ins%d", i)}}); err != nil {
+			t.Errorf("insert %d: %v", i, err)
+		}
+	})
 	after := s.RoundTrips.ByName()
 	winner := -1
 	for i := range n {
