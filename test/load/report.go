@@ -28,6 +28,8 @@ type phase struct {
 	// The embedded engine's writer during the phase, when msgapi says.
 	writerUse writerUse
 	hasWriter bool
+	cpuUse    cpuUse
+	hasCPU    bool
 	// eventsLeft were pending at the phase's last answer; the dispatcher
 	// had archived them drained later.
 	eventsLeft int64
@@ -172,6 +174,7 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintln(w, n)
 	}
 	r.printWriter(w)
+	r.printCPU(w)
 	r.printTargets(w)
 	r.printGrowth(w)
 	fmt.Fprintf(w, "deliveries: %s\n", r.delivery)

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -58,5 +61,46 @@ func TestServerEnvFlag(t *testing.T) {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// The scrape around each phase reads the server's CPU time beside the
+// writer's counters (MongoDB: CPU time, no writer), and the CPU table
+// divides the phase's CPU seconds by its requests and its duration.
+func TestServerCPUPerRequest(t *testing.T) {
+	metrics := func(body string) *load {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/metrics" {
+				http.NotFound(w, r)
+				return
+			}
+			_, _ = io.WriteString(w, body)
+		}))
+		t.Cleanup(srv.Close)
+		return &load{t: target{url: srv.URL}, client: srv.Client()}
+	}
+	l := metrics("# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n" +
+		"# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 12.5\n" +
+		"msgapi_store_writer_commands_total 10\nmsgapi_store_writer_wait_seconds_total 0.5\nmsgapi_store_writer_busy_seconds_total 1\n")
+	a := l.writer(context.Background())
+	if !a.ok || !a.cpuOK || a.cpu != 12.5 {
+		t.Fatalf("sample %+v: want the writer's counters and cpu 12.5", a)
+	}
+	mongo := metrics("process_cpu_seconds_total 3\n").writer(context.Background())
+	if mongo.ok || !mongo.cpuOK || mongo.cpu != 3 {
+		t.Errorf("sample without writer counters %+v: want cpu 3 and no writer", mongo)
+	}
+	if none := metrics("go_goroutines 7\n").writer(context.Background()); none.cpuOK {
+		t.Errorf("sample without process_cpu_seconds_total %+v says it has CPU time", none)
+	}
+
+	b := a
+	b.cpu = 14.5 // 2 CPU seconds over a 4 s phase of 1,000 requests
+	p := phase{name: "unique send, known lead", requests: 1000}
+	p.cpuUse, p.hasCPU = a.cpuTo(b, 4*time.Second)
+	var out strings.Builder
+	(&report{phases: []phase{p}}).printCPU(&out)
+	if want := "| unique send, known lead | 2.00 | 0.50 |"; !strings.Contains(out.String(), want) {
+		t.Errorf("CPU table:\n%s\nwant the row %q", out.String(), want)
 	}
 }

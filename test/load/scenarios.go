@@ -285,6 +285,7 @@ func (l *load) all(ctx context.Context) (*report, error) {
 		}
 		p := phaseOf(name, clients, roundTrips, answers, took, cmds)
 		p.writerUse, p.hasWriter = w0.to(w1, took)
+		p.cpuUse, p.hasCPU = w0.cpuTo(w1, took)
 		// The events the phase left behind, and how long the dispatcher
 		// took to catch up after the phase's last answer. Every phase
 		// then starts with an empty backlog.

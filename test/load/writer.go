@@ -14,11 +14,29 @@ import (
 // The embedded engine's writer queue, read from msgapi's /metrics around
 // each scenario (msgapi_store_writer_*): how many write commands each
 // request cost, how long they queued and held the writer, and how busy the
-// writer was. It says where a write-bound scenario's time goes.
+// writer was. It says where a write-bound scenario's time goes. The same
+// scrape reads the server's own CPU time (process_cpu_seconds_total): on
+// two shared cores a request's cost is CPU as much as writes, and CPU
+// seconds per request vary far less between runs than requests a second.
 
 type writerSample struct {
 	commands, wait, busy float64
 	ok                   bool
+	cpu                  float64 // the server process's CPU seconds
+	cpuOK                bool
+}
+
+// cpuUse is the server's CPU time during one phase.
+type cpuUse struct {
+	seconds float64
+	elapsed time.Duration
+}
+
+func (a writerSample) cpuTo(b writerSample, elapsed time.Duration) (cpuUse, bool) {
+	if !a.cpuOK || !b.cpuOK {
+		return cpuUse{}, false
+	}
+	return cpuUse{seconds: b.cpu - a.cpu, elapsed: elapsed}, true
 }
 
 // writerUse is the writer's work during one phase.
@@ -34,8 +52,9 @@ func (a writerSample) to(b writerSample, elapsed time.Duration) (writerUse, bool
 	return writerUse{commands: b.commands - a.commands, wait: b.wait - a.wait, busy: b.busy - a.busy, elapsed: elapsed}, true
 }
 
-// writer reads the three counters; ok is false when the server has none
-// (MongoDB) or /metrics does not answer.
+// writer reads the three counters and the CPU time; ok is false when the
+// server has no writer counters (MongoDB) or /metrics does not answer, cpuOK
+// when it has no CPU time (a platform without it) or does not answer.
 func (l *load) writer(ctx context.Context) writerSample {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.t.url+"/metrics", nil)
 	res, err := l.client.Do(req)
@@ -64,6 +83,11 @@ func (l *load) writer(ctx context.Context) writerSample {
 			dst = &s.wait
 		case "msgapi_store_writer_busy_seconds_total":
 			dst = &s.busy
+		case "process_cpu_seconds_total":
+			if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+				s.cpu, s.cpuOK = v, true
+			}
+			continue
 		default:
 			continue
 		}
@@ -73,6 +97,7 @@ func (l *load) writer(ctx context.Context) writerSample {
 		}
 	}
 	s.ok = sc.Err() == nil && found == 3
+	s.cpuOK = s.cpuOK && sc.Err() == nil
 	return s
 }
 
@@ -99,5 +124,27 @@ func (r *report) printWriter(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %.2f | %s | %s | %.0f %% |\n", p.name, u.commands/float64(p.requests),
 			ms(time.Duration(u.wait/u.commands*float64(time.Second))), ms(time.Duration(u.busy/u.commands*float64(time.Second))),
 			100*u.busy/u.elapsed.Seconds())
+	}
+}
+
+// printCPU prints the server's CPU time per phase: per request, and as the
+// cores it kept busy. The embedded engine runs inside the server's process,
+// so its share is in these figures; the load generator's is not.
+func (r *report) printCPU(w io.Writer) {
+	var rows []phase
+	for _, p := range r.phases {
+		if p.hasCPU {
+			rows = append(rows, p)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprint(w, "\nmsgapi's CPU time during each scenario (its process_cpu_seconds_total; the embedded engine included):\n\n")
+	fmt.Fprintln(w, "| scenario | CPU ms / request | cores busy |")
+	fmt.Fprintln(w, "|---|---:|---:|")
+	for _, p := range rows {
+		u := p.cpuUse
+		fmt.Fprintf(w, "| %s | %.2f | %.2f |\n", p.name, 1000*u.seconds/float64(max(p.requests, 1)), u.seconds/u.elapsed.Seconds())
 	}
 }
