@@ -283,7 +283,10 @@ func (h *Handler) makeFindQueryParams(ctx context.Context, params *common.FindPa
 		qp.Limit = params.Limit
 	}
 
-	h.L.DebugContext(ctx, fmt.Sprintf("Converted %+v for %+v to %+v.", params, cInfo, qp))
+	// msgapi (PATCHES.md, patch 9): formatted only when it is written.
+	if h.L.Enabled(ctx, slog.LevelDebug) {
+		h.L.DebugContext(ctx, fmt.Sprintf("Converted %+v for %+v to %+v.", params, cInfo, qp))
+	}
 
 	return qp, nil
 }

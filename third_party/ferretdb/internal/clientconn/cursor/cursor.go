@@ -24,6 +24,7 @@
 package cursor
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"time"
@@ -75,6 +76,17 @@ type Cursor struct {
 	m            sync.Mutex
 }
 
+// debug logs msg with the cursor's id and type.
+//
+// msgapi (PATCHES.md, patch 9): the attributes were bound with
+// slog.Logger.With for every cursor, formatted at once by a JSON handler
+// whether debug logging was on or not; now they are built when written.
+func (c *Cursor) debug(msg string) {
+	if c.l.Enabled(context.Background(), slog.LevelDebug) {
+		c.l.Debug(msg, slog.Int64("id", c.ID), slog.String("type", c.Type.String()))
+	}
+}
+
 // newCursor creates a new cursor.
 func newCursor(id int64, iter types.DocumentsIterator, params *NewParams, r *Registry) *Cursor {
 	if params.Type == 0 {
@@ -86,7 +98,7 @@ func newCursor(id int64, iter types.DocumentsIterator, params *NewParams, r *Reg
 		iter:      iter,
 		NewParams: params,
 		r:         r,
-		l:         r.l.With(slog.Int64("id", id), slog.String("type", params.Type.String())),
+		l:         r.l,
 		created:   time.Now(),
 		removed:   make(chan struct{}),
 		token:     resource.NewToken(),
@@ -108,7 +120,7 @@ func (c *Cursor) Reset(iter types.DocumentsIterator) error {
 
 	c.m.Lock()
 
-	c.l.Debug("Resetting cursor")
+	c.debug("Resetting cursor")
 	c.iter = iter
 	recordID := c.lastRecordID
 
@@ -160,7 +172,7 @@ func (c *Cursor) Close() {
 		return
 	}
 
-	c.l.Debug("Closing cursor's iterator")
+	c.debug("Closing cursor's iterator")
 	c.iter.Close()
 	c.iter = nil
 

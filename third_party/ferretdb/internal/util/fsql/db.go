@@ -18,7 +18,6 @@ package fsql
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -85,13 +84,16 @@ func (db *DB) QueryContext(ctx context.Context, query string, args ...any) (*Row
 
 	start := time.Now()
 
-	fields := []any{slog.Any("args", args)}
-	db.l.With(fields...).DebugContext(ctx, fmt.Sprintf(">>> %s", query))
+	debug := debugOn(ctx, db.l)
+	if debug {
+		logStart(ctx, db.l, query, args)
+	}
 
 	rows, err := db.sqlDB.QueryContext(ctx, query, args...)
 
-	fields = append(fields, slog.Duration("time", time.Since(start)), logging.Error(err))
-	db.l.With(fields...).DebugContext(ctx, fmt.Sprintf("<<< %s", query))
+	if debug {
+		logEnd(ctx, db.l, query, args, start, nil, err)
+	}
 
 	return wrapRows(rows), err
 }
@@ -100,13 +102,16 @@ func (db *DB) QueryContext(ctx context.Context, query string, args ...any) (*Row
 func (db *DB) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	start := time.Now()
 
-	fields := []any{slog.Any("args", args)}
-	db.l.With(fields...).DebugContext(ctx, fmt.Sprintf(">>> %s", query))
+	debug := debugOn(ctx, db.l)
+	if debug {
+		logStart(ctx, db.l, query, args)
+	}
 
 	row := db.sqlDB.QueryRowContext(ctx, query, args...)
 
-	fields = append(fields, slog.Duration("time", time.Since(start)), logging.Error(row.Err()))
-	db.l.With(fields...).DebugContext(ctx, fmt.Sprintf("<<< %s", query))
+	if debug {
+		logEnd(ctx, db.l, query, args, start, nil, row.Err())
+	}
 
 	return row
 }
@@ -115,18 +120,16 @@ func (db *DB) QueryRowContext(ctx context.Context, query string, args ...any) *s
 func (db *DB) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	start := time.Now()
 
-	fields := []any{slog.Any("args", args)}
-	db.l.With(fields...).DebugContext(ctx, fmt.Sprintf(">>> %s", query))
+	debug := debugOn(ctx, db.l)
+	if debug {
+		logStart(ctx, db.l, query, args)
+	}
 
 	res, err := db.sqlDB.ExecContext(ctx, query, args...)
 
-	if res != nil {
-		ra, _ := res.RowsAffected()
-		fields = append(fields, slog.Int64("rows", ra))
+	if debug {
+		logEnd(ctx, db.l, query, args, start, res, err)
 	}
-
-	fields = append(fields, slog.Duration("time", time.Since(start)), logging.Error(err))
-	db.l.With(fields...).DebugContext(ctx, fmt.Sprintf("<<< %s", query))
 
 	return res, err
 }

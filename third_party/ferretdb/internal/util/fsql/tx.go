@@ -17,11 +17,9 @@ package fsql
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/FerretDB/FerretDB/internal/util/logging"
 	"github.com/FerretDB/FerretDB/internal/util/resource"
 )
 
@@ -67,13 +65,16 @@ func (tx *Tx) Rollback() error {
 func (tx *Tx) QueryContext(ctx context.Context, query string, args ...any) (*Rows, error) {
 	start := time.Now()
 
-	fields := []any{slog.Any("args", args)}
-	tx.l.With(fields...).DebugContext(ctx, fmt.Sprintf(">>> %s", query))
+	debug := debugOn(ctx, tx.l)
+	if debug {
+		logStart(ctx, tx.l, query, args)
+	}
 
 	rows, err := tx.sqlTx.QueryContext(ctx, query, args...)
 
-	fields = append(fields, slog.Duration("time", time.Since(start)), logging.Error(err))
-	tx.l.With(fields...).DebugContext(ctx, fmt.Sprintf("<<< %s", query))
+	if debug {
+		logEnd(ctx, tx.l, query, args, start, nil, err)
+	}
 
 	return wrapRows(rows), err
 }
@@ -82,13 +83,16 @@ func (tx *Tx) QueryContext(ctx context.Context, query string, args ...any) (*Row
 func (tx *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	start := time.Now()
 
-	fields := []any{slog.Any("args", args)}
-	tx.l.With(fields...).DebugContext(ctx, fmt.Sprintf(">>> %s", query))
+	debug := debugOn(ctx, tx.l)
+	if debug {
+		logStart(ctx, tx.l, query, args)
+	}
 
 	row := tx.sqlTx.QueryRowContext(ctx, query, args...)
 
-	fields = append(fields, slog.Duration("time", time.Since(start)), logging.Error(row.Err()))
-	tx.l.With(fields...).DebugContext(ctx, fmt.Sprintf("<<< %s", query))
+	if debug {
+		logEnd(ctx, tx.l, query, args, start, nil, row.Err())
+	}
 
 	return row
 }
@@ -97,18 +101,16 @@ func (tx *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *s
 func (tx *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	start := time.Now()
 
-	fields := []any{slog.Any("args", args)}
-	tx.l.With(fields...).DebugContext(ctx, fmt.Sprintf(">>> %s", query))
+	debug := debugOn(ctx, tx.l)
+	if debug {
+		logStart(ctx, tx.l, query, args)
+	}
 
 	res, err := tx.sqlTx.ExecContext(ctx, query, args...)
 
-	if res != nil {
-		ra, _ := res.RowsAffected()
-		fields = append(fields, slog.Int64("rows", ra))
+	if debug {
+		logEnd(ctx, tx.l, query, args, start, res, err)
 	}
-
-	fields = append(fields, slog.Duration("time", time.Since(start)), logging.Error(err))
-	tx.l.With(fields...).DebugContext(ctx, fmt.Sprintf("<<< %s", query))
 
 	return res, err
 }
