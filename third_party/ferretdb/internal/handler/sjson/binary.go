@@ -34,18 +34,10 @@ func (bin *binaryType) UnmarshalJSONWithSchema(data []byte, sch *elem) error {
 		panic("null data")
 	}
 
-	r := bytes.NewReader(data)
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-
 	var o []byte
 
-	err := dec.Decode(&o)
+	err := decodeValue(data, &o)
 	if err != nil {
-		return lazyerrors.Error(err)
-	}
-
-	if err = checkConsumed(dec, r); err != nil {
 		return lazyerrors.Error(err)
 	}
 

@@ -35,15 +35,8 @@ func (doc *documentType) UnmarshalJSONWithSchema(data []byte, sch *schema) error
 		panic("null data")
 	}
 
-	r := bytes.NewReader(data)
-	dec := json.NewDecoder(r)
-
 	var rawMessages map[string]json.RawMessage
-	if err := dec.Decode(&rawMessages); err != nil {
-		return lazyerrors.Error(err)
-	}
-
-	if err := checkConsumed(dec, r); err != nil {
+	if err := decodeValue(data, &rawMessages); err != nil {
 		return lazyerrors.Error(err)
 	}
 

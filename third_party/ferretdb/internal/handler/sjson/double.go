@@ -33,16 +33,8 @@ func (d *doubleType) UnmarshalJSON(data []byte) error {
 		panic("null data")
 	}
 
-	r := bytes.NewReader(data)
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-
 	var f float64
-	if err := dec.Decode(&f); err != nil {
-		return lazyerrors.Error(err)
-	}
-
-	if err := checkConsumed(dec, r); err != nil {
+	if err := decodeValue(data, &f); err != nil {
 		return lazyerrors.Error(err)
 	}
 

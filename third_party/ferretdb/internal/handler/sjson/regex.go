@@ -34,16 +34,8 @@ func (regex *regexType) UnmarshalJSONWithSchema(data []byte, sch *elem) error {
 		panic("null data")
 	}
 
-	r := bytes.NewReader(data)
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-
 	var o string
-	if err := dec.Decode(&o); err != nil {
-		return lazyerrors.Error(err)
-	}
-
-	if err := checkConsumed(dec, r); err != nil {
+	if err := decodeValue(data, &o); err != nil {
 		return lazyerrors.Error(err)
 	}
 

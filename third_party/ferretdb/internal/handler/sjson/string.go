@@ -33,15 +33,8 @@ func (str *stringType) UnmarshalJSON(data []byte) error {
 		panic("null data")
 	}
 
-	r := bytes.NewReader(data)
-	dec := json.NewDecoder(r)
-
 	var o string
-	if err := dec.Decode(&o); err != nil {
-		return lazyerrors.Error(err)
-	}
-
-	if err := checkConsumed(dec, r); err != nil {
+	if err := decodeValue(data, &o); err != nil {
 		return lazyerrors.Error(err)
 	}
 

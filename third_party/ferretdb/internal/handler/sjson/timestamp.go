@@ -34,16 +34,8 @@ func (ts *timestampType) UnmarshalJSON(data []byte) error {
 		panic("null data")
 	}
 
-	r := bytes.NewReader(data)
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-
 	var o uint64
-	if err := dec.Decode(&o); err != nil {
-		return lazyerrors.Error(err)
-	}
-
-	if err := checkConsumed(dec, r); err != nil {
+	if err := decodeValue(data, &o); err != nil {
 		return lazyerrors.Error(err)
 	}
 
