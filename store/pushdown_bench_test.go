@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -78,5 +79,28 @@ func atSizes(b *testing.B, doc func(j int) bson.D, bench func(b *testing.B, ctx 
 			seed(b, c, n, doc)
 			bench(b, context.Background(), c, n)
 		})
+	}
+}
+
+// BenchmarkFindOneByID is the read the send path makes three times (a
+// recipient's consent, the dedup lock, the lead): one document by _id from
+// 1,000 like msgapi's, with the driver and the engine in this process, so
+// -benchmem counts both. The engine's per-command work (its parameters,
+// its cursor, the reply) weighs more here than in a read of many documents.
+//
+//	go test -run '^$' -bench FindOneByID -benchtime 5000x -benchmem ./store/
+func BenchmarkFindOneByID(b *testing.B) {
+	s := storetest.New(b, things)
+	c, ctx := s.Collection("things"), context.Background()
+	seed(b, c, 1_000, func(j int) bson.D {
+		return bson.D{{Key: "_id", Value: fmt.Sprintf("lk_%09d", j)}, {Key: "workspaceId", Value: "ws_bench"},
+			{Key: "messageId", Value: fmt.Sprintf("msg_%09d", j)}, {Key: "createdAt", Value: time.Now()}, {Key: "expiresAt", Value: time.Now().Add(15 * time.Minute)}}
+	})
+	b.ResetTimer()
+	for i := range b.N {
+		var got bson.Raw
+		if err := c.FindOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprintf("lk_%09d", (i*7919)%1_000)}}).Decode(&got); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
