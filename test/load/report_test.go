@@ -94,13 +94,26 @@ func TestServerCPUPerRequest(t *testing.T) {
 		t.Errorf("sample without process_cpu_seconds_total %+v says it has CPU time", none)
 	}
 
+	if !a.selfOK {
+		t.Errorf("sample %+v: no CPU time of this process", a)
+	}
+
+	a.self, a.selfOK = 1, true
 	b := a
 	b.cpu = 14.5 // 2 CPU seconds over a 4 s phase of 1,000 requests
+	b.self = 2   // and 1 of the generator's
 	p := phase{name: "unique send, known lead", requests: 1000}
 	p.cpuUse, p.hasCPU = a.cpuTo(b, 4*time.Second)
 	var out strings.Builder
 	(&report{phases: []phase{p}}).printCPU(&out)
-	if want := "| unique send, known lead | 2.00 | 0.50 |"; !strings.Contains(out.String(), want) {
+	if want := "| unique send, known lead | 2.00 | 0.50 | 1.00 | 0.25 |"; !strings.Contains(out.String(), want) {
 		t.Errorf("CPU table:\n%s\nwant the row %q", out.String(), want)
+	}
+	b.selfOK = false
+	p.cpuUse, p.hasCPU = a.cpuTo(b, 4*time.Second)
+	out.Reset()
+	(&report{phases: []phase{p}}).printCPU(&out)
+	if want := "| unique send, known lead | 2.00 | 0.50 | — | — |"; !strings.Contains(out.String(), want) {
+		t.Errorf("CPU table without the generator's CPU:\n%s\nwant the row %q", out.String(), want)
 	}
 }

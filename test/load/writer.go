@@ -24,11 +24,15 @@ type writerSample struct {
 	ok                   bool
 	cpu                  float64 // the server process's CPU seconds
 	cpuOK                bool
+	self                 float64 // this process's (the generator's) CPU seconds
+	selfOK               bool
 }
 
-// cpuUse is the server's CPU time during one phase.
+// cpuUse is the server's CPU time during one phase, and the generator's.
 type cpuUse struct {
 	seconds float64
+	self    float64
+	selfOK  bool
 	elapsed time.Duration
 }
 
@@ -36,7 +40,11 @@ func (a writerSample) cpuTo(b writerSample, elapsed time.Duration) (cpuUse, bool
 	if !a.cpuOK || !b.cpuOK {
 		return cpuUse{}, false
 	}
-	return cpuUse{seconds: b.cpu - a.cpu, elapsed: elapsed}, true
+	u := cpuUse{seconds: b.cpu - a.cpu, elapsed: elapsed}
+	if a.selfOK && b.selfOK {
+		u.self, u.selfOK = b.self-a.self, true
+	}
+	return u, true
 }
 
 // writerUse is the writer's work during one phase.
@@ -98,6 +106,7 @@ func (l *load) writer(ctx context.Context) writerSample {
 	}
 	s.ok = sc.Err() == nil && found == 3
 	s.cpuOK = s.cpuOK && sc.Err() == nil
+	s.self, s.selfOK = selfCPU()
 	return s
 }
 
@@ -140,11 +149,16 @@ func (r *report) printCPU(w io.Writer) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprint(w, "\nmsgapi's CPU time during each scenario (its process_cpu_seconds_total; the embedded engine included):\n\n")
-	fmt.Fprintln(w, "| scenario | CPU ms / request | cores busy |")
-	fmt.Fprintln(w, "|---|---:|---:|")
+	fmt.Fprint(w, "\nCPU time during each scenario: msgapi's (its process_cpu_seconds_total; the embedded engine included) and this generator's (its receiver included):\n\n")
+	fmt.Fprintln(w, "| scenario | msgapi CPU ms / request | msgapi cores busy | generator CPU ms / request | generator cores busy |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
 	for _, p := range rows {
 		u := p.cpuUse
-		fmt.Fprintf(w, "| %s | %.2f | %.2f |\n", p.name, 1000*u.seconds/float64(max(p.requests, 1)), u.seconds/u.elapsed.Seconds())
+		per := func(sec float64) float64 { return 1000 * sec / float64(max(p.requests, 1)) }
+		gen, genCores := "—", "—"
+		if u.selfOK {
+			gen, genCores = fmt.Sprintf("%.2f", per(u.self)), fmt.Sprintf("%.2f", u.self/u.elapsed.Seconds())
+		}
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %s | %s |\n", p.name, per(u.seconds), u.seconds/u.elapsed.Seconds(), gen, genCores)
 	}
 }
