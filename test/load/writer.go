@@ -112,12 +112,7 @@ func (l *load) writer(ctx context.Context) writerSample {
 
 // printWriter prints the writer's work per phase.
 func (r *report) printWriter(w io.Writer) {
-	var rows []phase
-	for _, p := range r.phases {
-		if p.hasWriter {
-			rows = append(rows, p)
-		}
-	}
+	rows := r.phasesWhere(func(p phase) bool { return p.hasWriter })
 	if len(rows) == 0 {
 		return
 	}
@@ -136,16 +131,11 @@ func (r *report) printWriter(w io.Writer) {
 	}
 }
 
-// printCPU prints the server's CPU time per phase: per request, and as the
-// cores it kept busy. The embedded engine runs inside the server's process,
-// so its share is in these figures; the load generator's is not.
+// printCPU prints the server's CPU time per phase, per request and as the
+// cores it kept busy (the embedded engine runs inside the server's process,
+// so its share is in these figures), and the generator's own beside it.
 func (r *report) printCPU(w io.Writer) {
-	var rows []phase
-	for _, p := range r.phases {
-		if p.hasCPU {
-			rows = append(rows, p)
-		}
-	}
+	rows := r.phasesWhere(func(p phase) bool { return p.hasCPU })
 	if len(rows) == 0 {
 		return
 	}
@@ -161,4 +151,15 @@ func (r *report) printCPU(w io.Writer) {
 		}
 		fmt.Fprintf(w, "| %s | %.2f | %.2f | %s | %s |\n", p.name, per(u.seconds), u.seconds/u.elapsed.Seconds(), gen, genCores)
 	}
+}
+
+// phasesWhere returns the phases keep accepts, in order.
+func (r *report) phasesWhere(keep func(phase) bool) []phase {
+	var rows []phase
+	for _, p := range r.phases {
+		if keep(p) {
+			rows = append(rows, p)
+		}
+	}
+	return rows
 }
