@@ -61,9 +61,7 @@ func (db *database) ListCollections(ctx context.Context, params *backends.ListCo
 		}
 	}
 
-	var res []backends.CollectionInfo
-
-	res = make([]backends.CollectionInfo, len(list))
+	res := make([]backends.CollectionInfo, len(list))
 	for i, c := range list {
 		res[i] = backends.CollectionInfo{
 			Name:            c.Name,
