@@ -7,8 +7,9 @@ import (
 
 // A workspace's settings say null for "the server's value". OpenAPI 3.0.3
 // allows null only where the schema says so at every level: an enum must
-// list null itself, and a schema reached through allOf must be nullable
-// too. These cases pin what the document accepts, through kin-openapi (the
+// list null itself (nullable: true and null among the values, as the
+// specification's maintainers read it: github.com/swagger-api/swagger-editor
+// issue 2098), and a schema reached through allOf must be nullable too. These cases pin what the document accepts, through kin-openapi (the
 // contract tests' validator); Redocly checks the document's examples by the
 // same rules in .ci/run.
 func TestWorkspaceSettingsNulls(t *testing.T) {
