@@ -6,12 +6,13 @@ import (
 )
 
 // A workspace's settings say null for "the server's value". OpenAPI 3.0.3
-// allows null only where the schema says so at every level: an enum must
-// list null itself (nullable: true and null among the values, as the
-// specification's maintainers read it: github.com/swagger-api/swagger-editor
-// issue 2098), and a schema reached through allOf must be nullable too. These cases pin what the document accepts, through kin-openapi (the
-// contract tests' validator); Redocly checks the document's examples by the
-// same rules in .ci/run.
+// allows null only where the schema says so at every level: a schema reached
+// through allOf (Duration, RateLimit, QuietHours) must be nullable itself.
+// The nullable enums (pendingStatus, refusedStatus, answerProfile) keep null
+// out of their value lists, where code generators refuse it
+// (.redocly.lint-ignore.yaml has why). These cases pin what the document
+// accepts and refuses through kin-openapi, the contract tests' validator;
+// Redocly checks the document's examples in .ci/run (redocly.yaml).
 func TestWorkspaceSettingsNulls(t *testing.T) {
 	doc, err := Load()
 	if err != nil {

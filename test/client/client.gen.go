@@ -1429,7 +1429,7 @@ type DuplicateResponsePending bool
 // DuplicateResponseSuccess defines model for DuplicateResponse.Success.
 type DuplicateResponseSuccess bool
 
-// Duration A duration such as `90s`, `15m` or `1h30m`.
+// Duration A duration such as `90s`, `15m` or `1h30m`; null where a setting takes the server's value.
 type Duration = string
 
 // Event The exact body POSTed to endpoints; `attempts` only when read by id.
@@ -1861,7 +1861,7 @@ type QuietHours struct {
 // QuietHoursMode `defer`: a send inside the window is scheduled for its end (answered `scheduled`). `refuse`: it is answered `quiet_hours` with `Retry-After` at the end, and nothing is written.
 type QuietHoursMode string
 
-// RateLimit A token bucket on `POST /api/messages`.
+// RateLimit A token bucket on `POST /api/messages`; null where a setting takes the server's value.
 type RateLimit struct {
 	// Burst Requests allowed at once.
 	Burst int `json:"burst"`
