@@ -102,6 +102,14 @@ func TestRevocationReachesEveryProcessWithinTheTTL(t *testing.T) {
 	if err != nil || len(keys) != 2 {
 		t.Fatalf("Keys = %v, %v; want 2", keys, err)
 	}
+	// The list is by creation time, then by hash: two keys made in one
+	// millisecond come in either order, so pick key's entry by its prefix.
+	if keys[0].Prefix != workspace.Prefix(key) {
+		keys[0], keys[1] = keys[1], keys[0]
+	}
+	if keys[0].Prefix != workspace.Prefix(key) {
+		t.Fatalf("no entry of Keys has key's prefix %q: %v", workspace.Prefix(key), keys)
+	}
 	if err := admin.RevokeKey(ctx, ws.ID, keys[0].ID); err != nil {
 		t.Fatal(err)
 	}
