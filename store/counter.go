@@ -90,10 +90,14 @@ func (c *Counter) ByName() map[string]int64 {
 
 // commandKind is the name a command's latency is observed under: the
 // embedded engine's write into several collections (GroupWriteCommand) is
-// an insert command like any other, so the metrics compare across engines.
+// an insert command like any other, and its read of several documents
+// (GetCommand) a find, so the metrics compare across engines.
 func commandKind(name string) string {
-	if name == GroupWriteCommand {
+	switch name {
+	case GroupWriteCommand:
 		return "insert"
+	case GetCommand:
+		return "find"
 	}
 	return name
 }

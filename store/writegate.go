@@ -214,6 +214,7 @@ var readCommands = map[string]bool{
 	"buildinfo": true, "serverStatus": true, "dbStats": true, "collStats": true,
 	"connectionStatus": true, "getParameter": true, "explain": true, "endSessions": true,
 	"getLog": true, "whatsmyuri": true, "hostInfo": true, "getCmdLineOpts": true,
+	GetCommand: true,
 }
 
 // isWriteCommand reads the command name of an OP_MSG wire message: the

@@ -628,7 +628,7 @@ func (s *rawStore) insert(ctx context.Context, coll *mongo.Collection, prefix st
 
 // dataCommands are the commands that read or write documents: the store
 // round trips of a request. Handshakes, heartbeats and serverStatus are not.
-var dataCommands = []string{"insert", "msgapiWrite", "find", "update", "delete", "findAndModify", "getMore", "aggregate", "count", "distinct"}
+var dataCommands = []string{"insert", "msgapiWrite", "find", "msgapiGet", "update", "delete", "findAndModify", "getMore", "aggregate", "count", "distinct"}
 
 // commands is the number of data commands the store has served, from all
 // its clients, by its own count (serverStatus metrics.commands, which both

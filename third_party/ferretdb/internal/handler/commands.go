@@ -177,6 +177,11 @@ func (h *Handler) initCommands() {
 			Handler: h.MsgInsert,
 			Help:    "Inserts documents into the database.",
 		},
+		"msgapiGet": {
+			// msgapi (PATCHES.md, patch 12).
+			Handler: h.MsgMsgapiGet,
+			Help:    "Reads single documents by _id from several collections of a database (msgapi).",
+		},
 		"msgapiWrite": {
 			// msgapi (PATCHES.md, patches 6 and 8).
 			Handler: h.MsgMsgapiWrite,
