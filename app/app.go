@@ -140,8 +140,9 @@ func New(o Options) (*App, error) {
 		so.OnDuplicate, so.OnSuppressed, so.OnScheduled = o.Outbox.RecordDuplicate, o.Outbox.RecordMessage, o.Outbox.RecordMessage
 	}
 	if o.Consent != nil {
-		so.Suppressed = o.Consent.Suppressed
+		so.Suppressed, so.SuppressionDoc = o.Consent.Suppressed, consent.Doc
 	}
+	so.Store = st
 	var err error
 	if a.Send, err = send.New(so); err != nil {
 		return nil, err

@@ -148,6 +148,12 @@ func ID(workspaceID, address string) string {
 	return "sup_" + msgapi.HashID("suppression", workspaceID, address)
 }
 
+// Doc names the suppression document of address, which Check reads: what a
+// send prefetches (store.Prefetch).
+func Doc(workspaceID, address string) store.Doc {
+	return store.Doc{Collection: collSuppressions, ID: ID(workspaceID, address)}
+}
+
 // Normalize turns an address as a caller wrote it into the list's form: a
 // phone number in E.164 (region for numbers without a country code) or a
 // lower-case email address.
@@ -201,7 +207,8 @@ func (s *Store) Get(ctx context.Context, workspaceID, address string) (Suppressi
 
 func (s *Store) read(ctx context.Context, id string) (Suppression, bool, error) {
 	var sp Suppression
-	err := s.sup.FindOne(ctx, store.ByID(id)).Decode(&sp)
+	// A send's check may be answered by its prefetch (store.Prefetch, Doc).
+	err := store.FindByID(ctx, s.sup, id).Decode(&sp)
 	switch {
 	case store.IsNotFound(err):
 		return Suppression{}, false, nil

@@ -88,6 +88,10 @@ func LockID(k Key) string {
 	return msgapi.HashFields("msgapi/dedup-lock/v1", k.WorkspaceID, k.Phone, k.Email, k.Body)
 }
 
+// LockDoc names the lock document of k, which Acquire reads first: what a
+// send prefetches (store.Prefetch).
+func LockDoc(k Key) store.Doc { return store.Doc{Collection: locksName, ID: LockID(k)} }
+
 // takeoverID names the claim on one generation of a lock: the holder whose
 // message id is from.
 func takeoverID(lockID, from string) string {

@@ -80,7 +80,9 @@ func (g *Guard) insertLock(ctx context.Context, workspaceID, lockID, messageID s
 // observe reads the lock; nil when there is none.
 func (g *Guard) observe(ctx context.Context, lockID string) (*view, error) {
 	var l lockDoc
-	err := g.locks.FindOne(ctx, store.ByID(lockID)).Decode(&l)
+	// The first read of the lock in a send may be answered by the send's
+	// prefetch (store.Prefetch, LockDoc); every later one goes to the store.
+	err := store.FindByID(ctx, g.locks, lockID).Decode(&l)
 	switch {
 	case store.IsNotFound(err):
 		return nil, nil

@@ -214,6 +214,12 @@ func LeadID(workspaceID, phone, email string) string {
 	return "lead_" + msgapi.HashID(workspaceID, "email", email)
 }
 
+// LeadDoc names the lead document that FindOrCreateLead reads first: what a
+// send prefetches (store.Prefetch).
+func LeadDoc(workspaceID, phone, email string) store.Doc {
+	return store.Doc{Collection: "leads", ID: LeadID(workspaceID, phone, email)}
+}
+
 // ConversationID is the _id of the thread with one address.
 func ConversationID(workspaceID, phone, email string) string {
 	if phone != "" {
@@ -242,7 +248,9 @@ func (s *Store) GetLead(ctx context.Context, workspaceID, id string) (Lead, erro
 func (s *Store) FindOrCreateLead(ctx context.Context, workspaceID, phone, email string, crm CRMRefs) (Lead, bool, error) {
 	id := LeadID(workspaceID, phone, email)
 	var l Lead
-	err := s.leads.FindOne(ctx, store.ByID(id)).Decode(&l)
+	// A send's first read may be answered by its prefetch (store.Prefetch,
+	// LeadDoc); the read of a winner below always goes to the store.
+	err := store.FindByID(ctx, s.leads, id).Decode(&l)
 	if store.IsNotFound(err) {
 		now := s.now()
 		l = Lead{ID: id, WorkspaceID: workspaceID, Phone: phone, Email: email, CRM: crm, CreatedAt: now, UpdatedAt: now}

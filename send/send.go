@@ -30,6 +30,7 @@ import (
 	"github.com/msgapi/msgapi/messages"
 	"github.com/msgapi/msgapi/schedule"
 	"github.com/msgapi/msgapi/sender"
+	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/workspace"
 )
 
@@ -75,6 +76,13 @@ type Options struct {
 	// and its source (consent.Store.Check: one read by _id). Nil sends to
 	// everyone.
 	Suppressed func(ctx context.Context, workspaceID, address string) (source string, suppressed bool, err error)
+	// SuppressionDoc, optional beside Suppressed, names the document
+	// Suppressed reads (consent.Doc), so that Store prefetches it.
+	SuppressionDoc func(workspaceID, address string) store.Doc
+	// Store, optional, reads the documents a send reads by _id — the
+	// suppression, the dedup lock, the lead — in one round trip
+	// (store.Prefetch). Nil: one read each.
+	Store *store.Store
 	// OnSuppressed, optional, records the message.suppressed event of a
 	// suppressed message (notify.Outbox.RecordMessage) before the message
 	// is written, as every outcome's event is.
@@ -195,9 +203,18 @@ func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte,
 	if !keyed {
 		msgID = msgapi.NewID("msg")
 	}
+	gk := guard.Key{WorkspaceID: ws.ID, Phone: phone, Email: email, Body: req.Body}
+	if ws.TestKey {
+		// Test sends guard among themselves: a test must not make the
+		// live send of the same text a duplicate of a message that
+		// reached no one (nor the other way round).
+		gk.Body = testGuardPrefix + gk.Body
+	}
+	ctx = s.prefetch(ctx, ws.ID, req, lead, gk, phone+email)
 
 	// Consent, after validation and before the guard: a recipient on the
-	// suppression list is never sent to (one read by _id). The request
+	// suppression list is never sent to (one read by _id, answered by the
+	// prefetch above). The request
 	// takes no lock; it writes its message as suppressed and answers.
 	if o.Suppressed != nil {
 		source, suppressed, err := o.Suppressed(ctx, ws.ID, phone+email)
@@ -213,13 +230,6 @@ func (s *Service) Send(ctx context.Context, ws workspace.Workspace, body []byte,
 	// claimed (a keyed request's claim already names it), and the insert
 	// of the message under it is the commit point: see commit.go.
 	limits := guard.Limits{Window: ws.DedupWindow(o.Guard.Window()), Wait: ws.DedupWait(o.Guard.Wait())}
-	gk := guard.Key{WorkspaceID: ws.ID, Phone: phone, Email: email, Body: req.Body}
-	if ws.TestKey {
-		// Test sends guard among themselves: a test must not make the
-		// live send of the same text a duplicate of a message that
-		// reached no one (nor the other way round).
-		gk.Body = testGuardPrefix + gk.Body
-	}
 	d, err := o.Guard.AcquireWith(ctx, gk, msgID, limits)
 	if err != nil {
 		return Answer{}, err
@@ -427,6 +437,28 @@ func (s *Service) suppress(ctx context.Context, ws workspace.Workspace, req Requ
 		status = http.StatusCreated
 	}
 	return Answer{Status: status, Body: sentOf(*m, lead.ID, lead.CRM), SendStage: true, Refused: true}, nil
+}
+
+// prefetch reads, in one round trip, the documents the steps after it read
+// by _id first (store.Prefetch): the recipient's suppression (the consent
+// check), the dedup lock (the guard's first read) and the lead (unless the
+// request named it, and it was read already). Each step still reads the
+// store itself if the prefetch failed, if it reads the document again, or
+// if it comes to read it more than store.PrefetchMaxAge later (a
+// duplicate that waited for its original).
+func (s *Service) prefetch(ctx context.Context, workspaceID string, req Request, lead *messages.Lead, gk guard.Key, address string) context.Context {
+	o := s.o
+	if o.Store == nil {
+		return ctx
+	}
+	docs := []store.Doc{guard.LockDoc(gk)}
+	if o.Suppressed != nil && o.SuppressionDoc != nil && address != "" {
+		docs = append(docs, o.SuppressionDoc(workspaceID, address))
+	}
+	if lead == nil {
+		docs = append(docs, messages.LeadDoc(workspaceID, req.RecipientPhone, req.RecipientEmail))
+	}
+	return o.Store.Prefetch(ctx, docs...)
 }
 
 // testGuardPrefix separates test sends' dedup locks from live ones (a NUL

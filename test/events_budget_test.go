@@ -23,8 +23,8 @@ func TestRoundTripBudgetsWithEvents(t *testing.T) {
 				t.Fatalf("status %d %s", r.Status, r.Body)
 			}
 		})
-		if n > 8 || by["insert"] < 3 || by["insert"] > 5 || by["update"] != 0 {
-			t.Errorf("%d round trips %v, budget 8 (7 + the event insert), 5 inserts (lock, message, index, event, outcome; those made at once may share one), no update", n, by)
+		if n > 6 || by["find"] != 1 || by["insert"] < 3 || by["insert"] > 5 || by["update"] != 0 {
+			t.Errorf("%d round trips %v, budget 6 (5 + the event insert): one read, 5 inserts (lock, message, index, event, outcome; those made at once may share one), no update", n, by)
 		}
 		if want := []string{"message_dedup_locks", "message_index", "message_outcomes", "messages", "outbox_pending"}; !slices.Equal(colls, want) {
 			t.Errorf("inserted into %v, want %v", colls, want)
@@ -37,8 +37,8 @@ func TestRoundTripBudgetsWithEvents(t *testing.T) {
 				t.Fatalf("not a duplicate: %s", r.Body)
 			}
 		})
-		if n > 4 || by["insert"] != 1 || by["update"] != 0 || by["delete"] != 0 {
-			t.Errorf("%d round trips %v, budget 4 (3 reads + the event insert); the one write: the event insert", n, by)
+		if n > 3 || by["insert"] != 1 || by["update"] != 0 || by["delete"] != 0 {
+			t.Errorf("%d round trips %v, budget 3 (2 reads + the event insert); the one write: the event insert", n, by)
 		}
 		t.Logf("duplicate, with events: %d round trips %v", n, by)
 	})
