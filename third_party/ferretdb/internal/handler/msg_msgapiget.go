@@ -144,9 +144,11 @@ func (h *Handler) MsgMsgapiGet(connCtx context.Context, msg *wire.OpMsg) (*wire.
 	)))
 }
 
-// getByID returns the document of c that filter, {_id: <id>}, matches, or
-// nil: the _id is pushed down (patch 1), and the filter decides, as in
-// every handler.
+// getByID returns the one document of c that filter matches, or nil.
+// filter names an _id (msgapiGet's {_id: <id>}, a replace's {_id, ...}),
+// which is pushed down (patch 1), and the whole filter decides, as in every
+// handler. Under a shared transaction (msgapiWrite) the lookup reads
+// through it (patch 8).
 func getByID(ctx context.Context, c backends.Collection, filter *types.Document) (*types.Document, error) {
 	res, err := c.Query(ctx, &backends.QueryParams{Filter: filter})
 	if err != nil {

@@ -36,7 +36,6 @@ import (
 	"github.com/FerretDB/FerretDB/internal/handler/handlererrors"
 	"github.com/FerretDB/FerretDB/internal/types"
 	"github.com/FerretDB/FerretDB/internal/util/fsql"
-	"github.com/FerretDB/FerretDB/internal/util/iterator"
 	"github.com/FerretDB/FerretDB/internal/util/lazyerrors"
 	"github.com/FerretDB/FerretDB/internal/util/must"
 )
@@ -336,26 +335,16 @@ func (h *Handler) MsgMsgapiWrite(connCtx context.Context, msg *wire.OpMsg) (*wir
 // command wrote before it. The filter's _id conjunct is pushed down
 // (patch 1), and the whole filter decides, as in every handler.
 func replaceOne(ctx context.Context, c backends.Collection, filter, replacement *types.Document) (bool, error) {
-	res, err := c.Query(ctx, &backends.QueryParams{Filter: filter})
+	cur, err := getByID(ctx, c, filter)
 	if err != nil {
 		return false, lazyerrors.Error(err)
 	}
 
-	closer := iterator.NewMultiCloser(res.Iter)
-	iter := common.LimitIterator(common.FilterIterator(res.Iter, closer, filter), closer, 1)
-	docs, err := iterator.ConsumeValues(iter)
-
-	closer.Close()
-
-	if err != nil {
-		return false, lazyerrors.Error(err)
-	}
-
-	if len(docs) == 0 {
+	if cur == nil {
 		return false, nil
 	}
 
-	if types.Compare(docs[0], replacement) == types.Equal {
+	if types.Compare(cur, replacement) == types.Equal {
 		return true, nil
 	}
 
