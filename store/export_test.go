@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // AddOldIDIndex creates on coll's table the _id index earlier versions of
@@ -70,3 +72,10 @@ func ExpiredPlan(ctx context.Context, s *Store, c Collection) (string, error) {
 
 // EngineCheck exposes engineCheck to the tests.
 var EngineCheck = engineCheck
+
+// GetEachFinds is Prefetch's read as on MongoDB (one find per document,
+// side by side), whatever the store: on the embedded engine it runs the
+// MongoDB branch against the same data as the msgapiGet branch.
+func GetEachFinds(ctx context.Context, s *Store, docs []Doc) ([]bson.Raw, error) {
+	return s.getEachFinds(ctx, docs)
+}

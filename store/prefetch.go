@@ -103,30 +103,41 @@ func (s *Store) Prefetch(ctx context.Context, docs ...Doc) context.Context {
 // getEach reads each of docs by _id: one msgapiGet on the embedded engine,
 // finds side by side on MongoDB. A document that does not exist is nil.
 func (s *Store) getEach(ctx context.Context, docs []Doc) ([]bson.Raw, error) {
-	out := make([]bson.Raw, len(docs))
-	if !s.ferret {
-		errs := make([]error, len(docs))
-		var wg sync.WaitGroup
-		for i, d := range docs {
-			wg.Go(func() {
-				raw, err := s.Collection(d.Collection).FindOne(ctx, ByID(d.ID)).Raw()
-				switch {
-				case IsNotFound(err):
-				case err != nil:
-					errs[i] = err
-				default:
-					out[i] = raw
-				}
-			})
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
+	if s.ferret {
+		return s.getEachCommand(ctx, docs)
 	}
+	return s.getEachFinds(ctx, docs)
+}
+
+// getEachFinds is getEach on MongoDB: one find per document, side by side.
+func (s *Store) getEachFinds(ctx context.Context, docs []Doc) ([]bson.Raw, error) {
+	out := make([]bson.Raw, len(docs))
+	errs := make([]error, len(docs))
+	var wg sync.WaitGroup
+	for i, d := range docs {
+		wg.Go(func() {
+			raw, err := s.Collection(d.Collection).FindOne(ctx, ByID(d.ID)).Raw()
+			switch {
+			case IsNotFound(err):
+			case err != nil:
+				errs[i] = err
+			default:
+				out[i] = raw
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// getEachCommand is getEach on the embedded engine: one msgapiGet.
+func (s *Store) getEachCommand(ctx context.Context, docs []Doc) ([]bson.Raw, error) {
+	out := make([]bson.Raw, len(docs))
 	gets := make(bson.A, len(docs))
 	for i, d := range docs {
 		gets[i] = bson.D{{Key: "collection", Value: d.Collection}, {Key: "id", Value: d.ID}}

@@ -165,6 +165,23 @@ func TestPrefetch(t *testing.T) {
 		t.Errorf("a read %v after the prefetch: %q in %d round trips, want the store's %q in 1", store.PrefetchMaxAge+50*time.Millisecond, v, trips, "later")
 	}
 
+	// MongoDB's way (finds side by side) reads what the prefetch read, on
+	// whichever engine this runs.
+	docs := []store.Doc{{Collection: "things", ID: "a"}, {Collection: "things", ID: "gone"}, {Collection: "others", ID: "a"}, {Collection: "things", ID: "b"}}
+	raws, err := store.GetEachFinds(ctx, s, docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"later", "", "", "after"} {
+		got := ""
+		if raws[i] != nil {
+			got = raws[i].Lookup("v").StringValue()
+		}
+		if got != want || (raws[i] == nil) != (want == "") {
+			t.Errorf("finds side by side, %v: %q (found %v), want %q", docs[i], got, raws[i] != nil, want)
+		}
+	}
+
 	// A prefetch that fails leaves the context as it was.
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
