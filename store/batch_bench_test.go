@@ -99,3 +99,37 @@ func BenchmarkWriteCommand(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGroupCommand is one group write as a send makes it on the
+// embedded engine: a msgapiWrite command (Batch) carrying 8 documents of
+// a send's shapes, one caller at a time, with the driver and the engine in
+// this process, so -benchmem counts both. Unlike InsertMany above, which
+// puts its documents in a separate section of the wire message, the whole
+// command is the message's first section, which the engine's connection
+// reads for its comment before the handler reads it (PATCHES.md, patch 13).
+//
+//	go test -run '^$' -bench GroupCommand -benchtime 2000x -benchmem ./store/
+func BenchmarkGroupCommand(b *testing.B) {
+	s := storetest.New(b, things)
+	batch, ctx := s.Batch("things"), context.Background()
+	at := time.Now()
+	b.ResetTimer()
+	for i := range b.N {
+		docs := make([]any, 8)
+		for j := range docs {
+			docs[j] = bson.D{{Key: "_id", Value: fmt.Sprintf("d%09d_%d", i, j)}, {Key: "workspaceId", Value: "ws_bench"},
+				{Key: "leadId", Value: "lead_bench"}, {Key: "channel", Value: "sms"}, {Key: "status", Value: "sending"},
+				{Key: "body", Value: "Your appointment is confirmed for tomorrow at 3pm. Reply STOP to opt out."},
+				{Key: "createdAt", Value: at}, {Key: "expiresAt", Value: at.Add(15 * time.Minute)}}
+		}
+		errs, err := batch.Insert(ctx, docs...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, err := range errs {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/store/storetest"
 )
 
@@ -101,6 +102,36 @@ func BenchmarkFindOneByID(b *testing.B) {
 		var got bson.Raw
 		if err := c.FindOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprintf("lk_%09d", (i*7919)%1_000)}}).Decode(&got); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPrefetch is the send path's one read (store.Prefetch): three
+// documents by _id, two of 1,000 present and one absent, in one command
+// (msgapiGet on the embedded engine), then each read from the prefetch.
+//
+//	go test -run '^$' -bench Prefetch -benchtime 5000x -benchmem ./store/
+func BenchmarkPrefetch(b *testing.B) {
+	s := storetest.New(b, things)
+	c := s.Collection("things")
+	seed(b, c, 1_000, func(j int) bson.D {
+		return bson.D{{Key: "_id", Value: fmt.Sprintf("lk_%09d", j)}, {Key: "workspaceId", Value: "ws_bench"},
+			{Key: "messageId", Value: fmt.Sprintf("msg_%09d", j)}, {Key: "createdAt", Value: time.Now()}, {Key: "expiresAt", Value: time.Now().Add(15 * time.Minute)}}
+	})
+	b.ResetTimer()
+	for i := range b.N {
+		ids := []string{fmt.Sprintf("lk_%09d", (i*7919)%1_000), fmt.Sprintf("lk_%09d", (i*104729)%1_000), fmt.Sprintf("absent_%d", i)}
+		docs := make([]store.Doc, len(ids))
+		for j, id := range ids {
+			docs[j] = store.Doc{Collection: "things", ID: id}
+		}
+		ctx := s.Prefetch(context.Background(), docs...)
+		for j, id := range ids {
+			var got bson.Raw
+			err := store.FindByID(ctx, c, id).Decode(&got)
+			if (j < 2) != (err == nil) {
+				b.Fatalf("%s: %v", id, err)
+			}
 		}
 	}
 }

@@ -430,6 +430,10 @@ func (c *conn) route(connCtx context.Context, reqHeader *wire.MsgHeader, reqBody
 		command = doc.Command()
 
 		if err == nil {
+			// msgapi (PATCHES.md, patch 13): the handler takes this
+			// conversion instead of converting section 0 again.
+			connCtx = handler.WithSection0(connCtx, msg, document)
+
 			// do not store typed nil in interface, it makes it non-nil
 
 			var resMsg *wire.OpMsg

@@ -38,7 +38,7 @@ import (
 //
 // The passed context is canceled when the client connection is closed.
 func (h *Handler) MsgCreateUser(connCtx context.Context, msg *wire.OpMsg) (*wire.OpMsg, error) {
-	document, err := opMsgDocument(msg)
+	document, err := opMsgDocument(connCtx, msg)
 	if err != nil {
 		return nil, lazyerrors.Error(err)
 	}

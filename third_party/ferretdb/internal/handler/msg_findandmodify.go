@@ -43,7 +43,7 @@ type findAndModifyResult struct {
 //
 // The passed context is canceled when the client connection is closed.
 func (h *Handler) MsgFindAndModify(connCtx context.Context, msg *wire.OpMsg) (*wire.OpMsg, error) {
-	document, err := opMsgDocument(msg)
+	document, err := opMsgDocument(connCtx, msg)
 	if err != nil {
 		return nil, lazyerrors.Error(err)
 	}

@@ -49,7 +49,7 @@ func WriteErrorDocument(we *mongo.WriteError) *types.Document {
 //
 // The passed context is canceled when the client connection is closed.
 func (h *Handler) MsgInsert(connCtx context.Context, msg *wire.OpMsg) (*wire.OpMsg, error) {
-	document, err := opMsgDocument(msg)
+	document, err := opMsgDocument(connCtx, msg)
 	if err != nil {
 		return nil, lazyerrors.Error(err)
 	}

@@ -49,7 +49,7 @@ const msgapiGetMax = 16
 // each is its own read, as separate finds are: the command is not a
 // snapshot of the documents together. At most 16 gets.
 func (h *Handler) MsgMsgapiGet(connCtx context.Context, msg *wire.OpMsg) (*wire.OpMsg, error) {
-	document, err := opMsgDocument(msg)
+	document, err := opMsgDocument(connCtx, msg)
 	if err != nil {
 		return nil, lazyerrors.Error(err)
 	}

@@ -58,7 +58,7 @@ import (
 // (msgapi's relay), so each replace's condition and write are one atomic
 // step. Collections that do not exist are created first, outside it.
 func (h *Handler) MsgMsgapiWrite(connCtx context.Context, msg *wire.OpMsg) (*wire.OpMsg, error) {
-	document, err := opMsgDocument(msg)
+	document, err := opMsgDocument(connCtx, msg)
 	if err != nil {
 		return nil, lazyerrors.Error(err)
 	}

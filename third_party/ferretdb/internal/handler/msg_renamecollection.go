@@ -35,7 +35,7 @@ import (
 func (h *Handler) MsgRenameCollection(connCtx context.Context, msg *wire.OpMsg) (*wire.OpMsg, error) {
 	var err error
 
-	document, err := opMsgDocument(msg)
+	document, err := opMsgDocument(connCtx, msg)
 	if err != nil {
 		return nil, lazyerrors.Error(err)
 	}

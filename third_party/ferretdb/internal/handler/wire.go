@@ -15,6 +15,9 @@
 package handler
 
 import (
+	"context"
+	"sync/atomic"
+
 	"github.com/FerretDB/wire"
 
 	"github.com/FerretDB/FerretDB/internal/bson"
@@ -31,10 +34,17 @@ func init() {
 // opMsgDocument gets a raw document from section 0 and converts to [*types.Document].
 // Then it iterates raw documents from sections 1 if any, appends them
 // to the response using the section identifier as the key.
-func opMsgDocument(msg *wire.OpMsg) (*types.Document, error) {
-	res, err := bson.ToDocument(msg.RawSection0())
-	if err != nil {
-		return nil, lazyerrors.Error(err)
+//
+// msgapi (PATCHES.md, patch 13): the connection has converted section 0
+// already, to read its comment; the first call for msg takes that
+// conversion from ctx (WithSection0) instead of doing it again.
+func opMsgDocument(ctx context.Context, msg *wire.OpMsg) (*types.Document, error) {
+	var err error
+	res := takeSection0(ctx, msg)
+	if res == nil {
+		if res, err = bson.ToDocument(msg.RawSection0()); err != nil {
+			return nil, lazyerrors.Error(err)
+		}
 	}
 
 	for _, section := range msg.Sections() {
@@ -64,4 +74,32 @@ func opMsgDocument(msg *wire.OpMsg) (*types.Document, error) {
 // documentOpMsg converts the document to [*wirebson.Document].
 func documentOpMsg(doc *types.Document) (*wire.OpMsg, error) {
 	return wire.NewOpMsg(must.NotFail(bson.FromDocument(doc)))
+}
+
+// section0 is msg's section 0 as the connection converted it, for the
+// handler's first opMsgDocument to take (msgapi, patch 13).
+type section0 struct {
+	msg   *wire.OpMsg
+	doc   *types.Document
+	taken atomic.Bool
+}
+
+type section0Key struct{}
+
+// WithSection0 returns ctx carrying doc, msg's section 0 as [bson.ToDocument]
+// converted it, so that the handler of msg does not convert it again. The
+// caller must not use doc afterwards: the handler owns it (and may change
+// it, as it does its own conversion).
+func WithSection0(ctx context.Context, msg *wire.OpMsg, doc *types.Document) context.Context {
+	return context.WithValue(ctx, section0Key{}, &section0{msg: msg, doc: doc})
+}
+
+// takeSection0 returns the conversion WithSection0 left in ctx for msg,
+// once; nil when there is none, it is another message's, or it was taken.
+func takeSection0(ctx context.Context, msg *wire.OpMsg) *types.Document {
+	s, _ := ctx.Value(section0Key{}).(*section0)
+	if s == nil || s.msg != msg || !s.taken.CompareAndSwap(false, true) {
+		return nil
+	}
+	return s.doc
 }
