@@ -79,3 +79,26 @@ var EngineCheck = engineCheck
 func GetEachFinds(ctx context.Context, s *Store, docs []Doc) ([]bson.Raw, error) {
 	return s.getEachFinds(ctx, docs)
 }
+
+// RewriteStored replaces the stored JSON of the document of coll whose _id
+// is the string id, behind the engine's back (an embedded engine's data
+// folder only): what a damaged row would hold.
+func RewriteStored(ctx context.Context, s *Store, coll, id, sjson string) error {
+	db, err := openSQLite(s.sqlite)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	table, err := tableOf(ctx, db, coll)
+	if err != nil {
+		return err
+	}
+	res, err := db.ExecContext(ctx, fmt.Sprintf(`UPDATE %q SET _ferretdb_sjson = ? WHERE _ferretdb_sjson->>'$._id' = ?`, table), sjson, id)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("rewrite %s/%s: %d rows (%v)", coll, id, n, err)
+	}
+	return nil
+}
