@@ -249,8 +249,14 @@ var schemas struct {
 	m  map[string]*schema
 }
 
-// schemasMax bounds schemas: when full it is emptied and fills again.
-const schemasMax = 4096
+// Bounds of schemas: at most schemasMax schemas, each of at most
+// schemaMaxLen bytes of text (a longer one, a document of very many
+// fields, is decoded at every read, as upstream does), so the set holds a
+// few megabytes at most. When full it is emptied and fills again.
+const (
+	schemasMax   = 1024
+	schemaMaxLen = 4096
+)
 
 // decodeSchema decodes a document's schema (its "$s" field): strictly, no
 // unknown field and nothing after it, as upstream does in Unmarshal.
@@ -283,6 +289,10 @@ func decodeSchema(jsch []byte) (*schema, error) {
 
 	if err := checkConsumed(dec, r); err != nil {
 		return nil, lazyerrors.Error(err)
+	}
+
+	if len(jsch) > schemaMaxLen {
+		return sch, nil
 	}
 
 	schemas.mu.Lock()
