@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -11,6 +12,15 @@ import (
 // AddOldIDIndex creates on coll's table the _id index earlier versions of
 // msgapi added (idindex.go).
 func AddOldIDIndex(ctx context.Context, s *Store, coll string) error {
+	return withTable(ctx, s, coll, func(db *sql.DB, table string) error {
+		_, err := db.ExecContext(ctx, fmt.Sprintf(`CREATE INDEX %q ON %q (_ferretdb_sjson->'$._id')`, table+"_msgapi_id", table))
+		return err
+	})
+}
+
+// withTable runs f on the SQLite file of s's embedded engine, with the
+// table behind coll.
+func withTable(ctx context.Context, s *Store, coll string, f func(db *sql.DB, table string) error) error {
 	db, err := openSQLite(s.sqlite)
 	if err != nil {
 		return err
@@ -20,24 +30,15 @@ func AddOldIDIndex(ctx context.Context, s *Store, coll string) error {
 	if err != nil {
 		return err
 	}
-	_, err = db.ExecContext(ctx, fmt.Sprintf(`CREATE INDEX %q ON %q (_ferretdb_sjson->'$._id')`, table+"_msgapi_id", table))
-	return err
+	return f(db, table)
 }
 
 // IndexesNamed counts the SQLite indexes of coll's table whose name ends
 // with suffix.
-func IndexesNamed(ctx context.Context, s *Store, coll, suffix string) (int, error) {
-	db, err := openSQLite(s.sqlite)
-	if err != nil {
-		return 0, err
-	}
-	defer db.Close()
-	table, err := tableOf(ctx, db, coll)
-	if err != nil {
-		return 0, err
-	}
-	var n int
-	err = db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND name = ?`, table, table+suffix).Scan(&n)
+func IndexesNamed(ctx context.Context, s *Store, coll, suffix string) (n int, err error) {
+	err = withTable(ctx, s, coll, func(db *sql.DB, table string) error {
+		return db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND name = ?`, table, table+suffix).Scan(&n)
+	})
 	return n, err
 }
 
@@ -84,21 +85,14 @@ func GetEachFinds(ctx context.Context, s *Store, docs []Doc) ([]bson.Raw, error)
 // is the string id, behind the engine's back (an embedded engine's data
 // folder only): what a damaged row would hold.
 func RewriteStored(ctx context.Context, s *Store, coll, id, sjson string) error {
-	db, err := openSQLite(s.sqlite)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	table, err := tableOf(ctx, db, coll)
-	if err != nil {
-		return err
-	}
-	res, err := db.ExecContext(ctx, fmt.Sprintf(`UPDATE %q SET _ferretdb_sjson = ? WHERE _ferretdb_sjson->>'$._id' = ?`, table), sjson, id)
-	if err != nil {
-		return err
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("rewrite %s/%s: %d rows (%v)", coll, id, n, err)
-	}
-	return nil
+	return withTable(ctx, s, coll, func(db *sql.DB, table string) error {
+		res, err := db.ExecContext(ctx, fmt.Sprintf(`UPDATE %q SET _ferretdb_sjson = ? WHERE _ferretdb_sjson->>'$._id' = ?`, table), sjson, id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return fmt.Errorf("rewrite %s/%s: %d rows (%v)", coll, id, n, err)
+		}
+		return nil
+	})
 }
