@@ -179,7 +179,7 @@ const passLinger = 50 * time.Millisecond
 func (o *Outbox) pass(ctx context.Context, work chan<- delivery) int {
 	var pend []event
 	if cur, err := o.pending.Find(ctx, bson.D{}, options.Find().SetLimit(PendingBatch)); err == nil {
-		_ = cur.All(ctx, &pend)
+		_ = store.All(ctx, cur, &pend)
 	} else if ctx.Err() == nil {
 		o.log.Warn().Err(err).Str("event", events.WebhookStoreError).Msg("outbox: read pending events")
 	}
@@ -207,7 +207,7 @@ func (o *Outbox) pass(ctx context.Context, work chan<- delivery) int {
 	var due []delivery
 	cur, err := o.deliveries.Find(ctx, o.dueFilter(), options.Find().SetLimit(BatchSize))
 	if err == nil {
-		_ = cur.All(ctx, &due)
+		_ = store.All(ctx, cur, &due)
 	} else if ctx.Err() == nil {
 		o.log.Warn().Err(err).Str("event", events.WebhookStoreError).Msg("outbox: read due deliveries")
 	}

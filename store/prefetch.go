@@ -145,7 +145,11 @@ func (s *Store) getEachCommand(ctx context.Context, docs []Doc) ([]bson.Raw, err
 	var reply struct {
 		Documents []bson.RawValue `bson:"documents"`
 	}
-	if err := s.DB.RunCommand(ctx, bson.D{{Key: GetCommand, Value: 1}, {Key: "gets", Value: gets}}).Decode(&reply); err != nil {
+	raw, err := s.DB.RunCommand(ctx, bson.D{{Key: GetCommand, Value: 1}, {Key: "gets", Value: gets}}).Raw()
+	if err != nil {
+		return nil, err
+	}
+	if err := bson.Unmarshal(raw, &reply); err != nil {
 		return nil, err
 	}
 	if len(reply.Documents) != len(docs) {
@@ -165,14 +169,32 @@ func (s *Store) getEachCommand(ctx context.Context, docs []Doc) ([]bson.Raw, err
 
 // FindByID is c.FindOne(ctx, ByID(id)), answered from ctx's prefetch when
 // it holds the document (see Prefetch), once.
-func FindByID(ctx context.Context, c *mongo.Collection, id string) *mongo.SingleResult {
+func FindByID(ctx context.Context, c *mongo.Collection, id string) Result {
 	if p, _ := ctx.Value(prefetchKey{}).(*prefetched); p != nil {
 		if raw, found, ok := p.take(c.Database().Name(), Doc{Collection: c.Name(), ID: id}); ok {
 			if !found {
-				return mongo.NewSingleResultFromDocument(bson.D{}, mongo.ErrNoDocuments, nil)
+				return Result{err: mongo.ErrNoDocuments}
 			}
-			return mongo.NewSingleResultFromDocument(raw, nil, nil)
+			return Result{raw: raw}
 		}
 	}
-	return c.FindOne(ctx, ByID(id))
+	raw, err := c.FindOne(ctx, ByID(id)).Raw()
+	return Result{raw: raw, err: err}
+}
+
+// Result is one document read by FindByID, or the read's error
+// (mongo.ErrNoDocuments when there is none: IsNotFound).
+type Result struct {
+	raw bson.Raw
+	err error
+}
+
+// Decode decodes the document into v, as mongo.SingleResult.Decode does,
+// with bson.Unmarshal: the driver's Decode makes a 4 KB read buffer for
+// every document, and the send path decodes three per request.
+func (r Result) Decode(v any) error {
+	if r.err != nil {
+		return r.err
+	}
+	return bson.Unmarshal(r.raw, v)
 }

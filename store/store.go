@@ -325,13 +325,27 @@ func FindIDs[T any](ctx context.Context, c *mongo.Collection, ids []string, docs
 		if err != nil {
 			return err
 		}
-		var part []T
-		if err := cur.All(ctx, &part); err != nil {
+		if err := All(ctx, cur, docs); err != nil {
 			return err
 		}
-		*docs = append(*docs, part...)
 	}
 	return nil
+}
+
+// All appends every document of cur, decoded, to *docs and closes cur:
+// cur.All, but with bson.Unmarshal, since the driver's Cursor.All makes a
+// 4 KB read buffer for every document it decodes (the dispatcher reads its
+// pending events this way, hundreds a pass).
+func All[T any](ctx context.Context, cur *mongo.Cursor, docs *[]T) error {
+	defer cur.Close(context.WithoutCancel(ctx))
+	for cur.Next(ctx) {
+		var d T
+		if err := bson.Unmarshal(cur.Current, &d); err != nil {
+			return err
+		}
+		*docs = append(*docs, d)
+	}
+	return cur.Err()
 }
 
 // IDsPerRead bounds the ids of one FindIDs command.
