@@ -38,6 +38,7 @@ type DB struct {
 	sqlDB     *sql.DB
 	l         *slog.Logger
 	token     *resource.Token
+	stmts     *stmtCache // msgapi (PATCHES.md, patch 15); nil: none kept
 	BatchSize int
 }
 
@@ -62,9 +63,17 @@ func WrapDB(db *sql.DB, name string, l *slog.Logger) *DB {
 	return res
 }
 
+// KeepStatements makes db keep its data statements prepared (msgapi,
+// PATCHES.md, patch 15). Not for a database with one connection: a
+// statement is prepared beside a running transaction.
+func (db *DB) KeepStatements() {
+	db.stmts = newStmtCache(db.sqlDB, maxStatements)
+}
+
 // Close calls [*sql.DB.Close].
 func (db *DB) Close() error {
 	resource.Untrack(db, db.token)
+	db.stmts.close()
 	return db.sqlDB.Close()
 }
 
@@ -89,7 +98,15 @@ func (db *DB) QueryContext(ctx context.Context, query string, args ...any) (*Row
 		logStart(ctx, db.l, query, args)
 	}
 
-	rows, err := db.sqlDB.QueryContext(ctx, query, args...)
+	var rows *sql.Rows
+	var err error
+
+	if cs := db.stmts.acquire(ctx, query); cs != nil {
+		rows, err = cs.stmt.QueryContext(ctx, args...)
+		db.stmts.release(cs)
+	} else {
+		rows, err = db.sqlDB.QueryContext(ctx, query, args...)
+	}
 
 	if debug {
 		logEnd(ctx, db.l, query, args, start, nil, err)
@@ -125,7 +142,15 @@ func (db *DB) ExecContext(ctx context.Context, query string, args ...any) (sql.R
 		logStart(ctx, db.l, query, args)
 	}
 
-	res, err := db.sqlDB.ExecContext(ctx, query, args...)
+	var res sql.Result
+	var err error
+
+	if cs := db.stmts.acquire(ctx, query); cs != nil {
+		res, err = cs.stmt.ExecContext(ctx, args...)
+		db.stmts.release(cs)
+	} else {
+		res, err = db.sqlDB.ExecContext(ctx, query, args...)
+	}
 
 	if debug {
 		logEnd(ctx, db.l, query, args, start, res, err)
@@ -152,7 +177,7 @@ func (db *DB) InTransaction(ctx context.Context, f func(*Tx) error) (err error) 
 		return
 	}
 
-	tx := wrapTx(sqlTx, db.l)
+	tx := wrapTx(sqlTx, db.l, db.stmts)
 
 	var done bool
 

@@ -26,6 +26,7 @@ import (
 type Rows struct {
 	sqlRows *sql.Rows
 	token   *resource.Token
+	onClose func() // msgapi (PATCHES.md, patch 15): run at the first Close
 }
 
 // wrapRows creates new Rows.
@@ -47,7 +48,14 @@ func wrapRows(rows *sql.Rows) *Rows {
 // Close calls [*sql.Rows.Close].
 func (rows *Rows) Close() error {
 	resource.Untrack(rows, rows.token)
-	return rows.sqlRows.Close()
+	err := rows.sqlRows.Close()
+
+	if f := rows.onClose; f != nil {
+		rows.onClose = nil
+		f()
+	}
+
+	return err
 }
 
 // Err calls [*sql.Rows.Err].

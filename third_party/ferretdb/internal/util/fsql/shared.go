@@ -67,7 +67,7 @@ func (db *DB) join(ctx context.Context, f func(*Tx) error) (ok bool, err error) 
 			return true, lazyerrors.Error(err)
 		}
 
-		s.db, s.tx = db, wrapTx(sqlTx, db.l)
+		s.db, s.tx = db, wrapTx(sqlTx, db.l, db.stmts)
 	case s.db != db:
 		return true, lazyerrors.New("shared transaction spans two databases")
 	}

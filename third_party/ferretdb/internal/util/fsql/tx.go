@@ -18,6 +18,7 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/FerretDB/FerretDB/internal/util/resource"
@@ -30,10 +31,16 @@ type Tx struct {
 	sqlTx *sql.Tx
 	l     *slog.Logger
 	token *resource.Token
+
+	// msgapi (PATCHES.md, patch 15): the database's kept statements, and
+	// how many Rows of each text are open in this transaction.
+	stmts  *stmtCache
+	openMu sync.Mutex
+	open   map[string]int
 }
 
 // wrapTx creates new Tx.
-func wrapTx(tx *sql.Tx, l *slog.Logger) *Tx {
+func wrapTx(tx *sql.Tx, l *slog.Logger, stmts *stmtCache) *Tx {
 	if tx == nil {
 		return nil
 	}
@@ -42,6 +49,7 @@ func wrapTx(tx *sql.Tx, l *slog.Logger) *Tx {
 		sqlTx: tx,
 		l:     l,
 		token: resource.NewToken(),
+		stmts: stmts,
 	}
 
 	resource.Track(res, res.token)
@@ -70,13 +78,30 @@ func (tx *Tx) QueryContext(ctx context.Context, query string, args ...any) (*Row
 		logStart(ctx, tx.l, query, args)
 	}
 
-	rows, err := tx.sqlTx.QueryContext(ctx, query, args...)
+	var rows *sql.Rows
+	var err error
+
+	cs := tx.acquire(ctx, query)
+	if cs != nil {
+		rows, err = tx.sqlTx.StmtContext(ctx, cs.stmt).QueryContext(ctx, args...)
+		tx.stmts.release(cs)
+	} else {
+		rows, err = tx.sqlTx.QueryContext(ctx, query, args...)
+	}
 
 	if debug {
 		logEnd(ctx, tx.l, query, args, start, nil, err)
 	}
 
-	return wrapRows(rows), err
+	res := wrapRows(rows)
+	if res != nil && cs != nil {
+		// Until these rows are closed, the kept statement is theirs: a
+		// query of the same text in this transaction is prepared afresh.
+		tx.setOpen(query, +1)
+		res.onClose = func() { tx.setOpen(query, -1) }
+	}
+
+	return res, err
 }
 
 // QueryRowContext calls [*sql.Tx.QueryRowContext].
@@ -106,11 +131,53 @@ func (tx *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.R
 		logStart(ctx, tx.l, query, args)
 	}
 
-	res, err := tx.sqlTx.ExecContext(ctx, query, args...)
+	var res sql.Result
+	var err error
+
+	if cs := tx.acquire(ctx, query); cs != nil {
+		res, err = tx.sqlTx.StmtContext(ctx, cs.stmt).ExecContext(ctx, args...)
+		tx.stmts.release(cs)
+	} else {
+		res, err = tx.sqlTx.ExecContext(ctx, query, args...)
+	}
 
 	if debug {
 		logEnd(ctx, tx.l, query, args, start, res, err)
 	}
 
 	return res, err
+}
+
+// acquire returns the database's kept statement for query, or nil when
+// there is none to use: none are kept, or rows of that text are still open
+// in this transaction (msgapi, PATCHES.md, patch 15).
+func (tx *Tx) acquire(ctx context.Context, query string) *cachedStmt {
+	if tx.stmts == nil {
+		return nil
+	}
+
+	tx.openMu.Lock()
+	busy := tx.open[query] > 0
+	tx.openMu.Unlock()
+
+	if busy {
+		return nil
+	}
+
+	return tx.stmts.acquire(ctx, query)
+}
+
+// setOpen counts the open Rows of query's kept statement in tx.
+func (tx *Tx) setOpen(query string, d int) {
+	tx.openMu.Lock()
+	defer tx.openMu.Unlock()
+
+	if tx.open == nil {
+		tx.open = map[string]int{}
+	}
+
+	tx.open[query] += d
+	if tx.open[query] <= 0 {
+		delete(tx.open, query)
+	}
 }

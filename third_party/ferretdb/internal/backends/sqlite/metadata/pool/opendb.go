@@ -72,5 +72,13 @@ func openDB(name, uri string, memory bool, l *slog.Logger, sp *state.Provider) (
 		}
 	}
 
-	return fsql.WrapDB(db, name, l), nil
+	res := fsql.WrapDB(db, name, l)
+
+	// msgapi (PATCHES.md, patch 15): statements kept prepared, except on an
+	// in-memory database, whose one connection a transaction holds.
+	if !memory {
+		res.KeepStatements()
+	}
+
+	return res, nil
 }
