@@ -238,6 +238,14 @@ func (d *Document) Keys() []string {
 	return keys
 }
 
+// FieldAt returns the key and the value of the i-th field, 0 <= i < Len()
+// (msgapi, PATCHES.md, patch 16: the encoder reads the fields in order
+// without copying them out).
+func (d *Document) FieldAt(i int) (string, any) {
+	f := d.fields[i]
+	return f.key, f.value
+}
+
 // Values returns a copy of document's values in the same order as Keys().
 //
 // If document or document's fields are not set (nil), it returns nil.

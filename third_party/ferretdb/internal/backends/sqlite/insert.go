@@ -17,12 +17,19 @@ package sqlite
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/FerretDB/FerretDB/internal/backends/sqlite/metadata"
 	"github.com/FerretDB/FerretDB/internal/handler/sjson"
 	"github.com/FerretDB/FerretDB/internal/types"
 	"github.com/FerretDB/FerretDB/internal/util/lazyerrors"
 )
+
+// encodeBuffers are the buffers prepareInsertStatement encodes documents
+// into; one larger than maxEncodeBuffer is not kept.
+var encodeBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+const maxEncodeBuffer = 1 << 20
 
 // prepareInsertStatement returns a statement and arguments for inserting the given documents.
 //
@@ -31,10 +38,19 @@ func prepareInsertStatement(tableName string, capped bool, docs []*types.Documen
 	var args []any
 	rows := make([]string, len(docs))
 
+	// msgapi (PATCHES.md, patch 16): each document is encoded into one
+	// reused buffer, and copied out once, into the string SQLite binds.
+	bp := encodeBuffers.Get().(*[]byte)
+	defer encodeBuffers.Put(bp)
+
 	for i, doc := range docs {
-		b, err := sjson.Marshal(doc)
+		b, err := sjson.AppendMarshal((*bp)[:0], doc)
 		if err != nil {
 			return "", nil, lazyerrors.Error(err)
+		}
+
+		if cap(b) <= maxEncodeBuffer {
+			*bp = b
 		}
 
 		if capped {

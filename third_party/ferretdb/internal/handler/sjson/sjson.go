@@ -390,41 +390,11 @@ func unmarshalSingleValue(data json.RawMessage, sch *elem) (any, error) {
 
 // Marshal encodes given document fields and set its schema in the field $s.
 // Use it when you need to encode a document with schema, for example, when you want to store it in a database.
+//
+// msgapi (PATCHES.md, patch 16): by appending to one buffer (AppendMarshal),
+// with upstream's bytes.
 func Marshal(d *types.Document) ([]byte, error) {
-	if d == nil {
-		panic("v is nil")
-	}
-
-	schema, err := marshalSchemaForDoc(d)
-	if err != nil {
-		return nil, err
-	}
-
-	var buf bytes.Buffer
-
-	buf.WriteString(`{"$s":`)
-	buf.Write(schema)
-
-	keys := d.Keys()
-	values := d.Values()
-
-	for i, key := range keys {
-		buf.WriteByte(',')
-		buf.WriteString(`"`)
-		buf.WriteString(key)
-		buf.WriteString(`":`)
-
-		b, err := toSJSON(values[i]).MarshalJSON()
-		if err != nil {
-			return nil, lazyerrors.Error(err)
-		}
-
-		buf.Write(b)
-	}
-
-	buf.WriteByte('}')
-
-	return buf.Bytes(), nil
+	return AppendMarshal(make([]byte, 0, 512), d)
 }
 
 // MarshalSingleValue encodes given built-in or types' package value into sjson.
