@@ -182,7 +182,7 @@ func engineCheck(info bson.M) (ferret bool, err error) {
 // that FerretDB runs every write command alone (relay.go), pushes a
 // filter's _id conjunct down, which conditional writes need, and has the
 // msgapiWrite command (batch.go); Open refuses any other.
-const EngineVersion = "v1.24.2+msgapi.16"
+const EngineVersion = "v1.24.2+msgapi.17"
 
 // OneWriter reports whether the store is the embedded engine (FerretDB on
 // SQLite), where the write commands of every process run one at a time

@@ -119,7 +119,7 @@ func init() {
 		// process attached by URI can tell msgapi's engine (behind its
 		// relay, with the _id pushdown) from any other FerretDB
 		// (PATCHES.md). Upstream leaves it "unknown" when embedded.
-		Version:             "v1.24.2+msgapi.16",
+		Version:             "v1.24.2+msgapi.17",
 		Commit:              unknown,
 		Branch:              unknown,
 		Dirty:               false,

@@ -31,6 +31,11 @@ import (
 type schema struct {
 	Properties map[string]*elem `json:"p"`  // document's properties
 	Keys       []string         `json:"$k"` // to preserve properties' order
+
+	// msgapi (PATCHES.md, patch 17): whether unmarshalFast may read a
+	// document (fastTop) or a nested document (fastNested) of this schema;
+	// set by markFast.
+	fastTop, fastNested bool
 }
 
 // elem describes an element of schema.

@@ -194,7 +194,19 @@ func toSJSON(v any) sjsontype {
 
 // Unmarshal decodes the top-level document.
 // It decodes document's schema from the `$s` field and uses it to decode the data of the document.
+//
+// msgapi (PATCHES.md, patch 17): a document in Marshal's exact form is read
+// in one pass (unmarshalFast); any other text as upstream reads it.
 func Unmarshal(data []byte) (*types.Document, error) {
+	if d, ok := unmarshalFast(data); ok {
+		return d, nil
+	}
+
+	return unmarshalSlow(data)
+}
+
+// unmarshalSlow is Unmarshal as upstream decodes (with patches 10 and 14).
+func unmarshalSlow(data []byte) (*types.Document, error) {
 	var v map[string]json.RawMessage
 
 	if err := decodeValue(data, &v); err != nil {
@@ -290,6 +302,8 @@ func decodeSchema(jsch []byte) (*schema, error) {
 	if err := checkConsumed(dec, r); err != nil {
 		return nil, lazyerrors.Error(err)
 	}
+
+	markFast(sch)
 
 	if len(jsch) > schemaMaxLen {
 		return sch, nil
