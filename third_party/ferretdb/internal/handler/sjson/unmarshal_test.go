@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/FerretDB/FerretDB/internal/types"
+	"github.com/FerretDB/FerretDB/internal/util/must"
 )
 
 // outcome is what a decoder did with one text.
@@ -129,17 +130,17 @@ func TestUnmarshalEveryType(t *testing.T) {
 		"emptyArray", mustArray(t),
 	)
 	for _, doc := range []*types.Document{d, mustDoc(t), mustDoc(t, "_id", "only")} {
-		data := mustOK(Marshal(doc))
+		data := must.NotFail(Marshal(doc))
 		if !checkDecodeSame(t, data) {
 			t.Fatalf("the one-pass reader gave up on Marshal's own output: %s", data)
 		}
-		got := mustOK(Unmarshal(data))
-		if !bytes.Equal(mustOK(Marshal(got)), data) {
-			t.Fatalf("read back and written again differs:\n%s\n%s", mustOK(Marshal(got)), data)
+		got := must.NotFail(Unmarshal(data))
+		if !bytes.Equal(must.NotFail(Marshal(got)), data) {
+			t.Fatalf("read back and written again differs:\n%s\n%s", must.NotFail(Marshal(got)), data)
 		}
 	}
 	// Invalid UTF-8 is stored as U+FFFD (so it reads back as that).
-	if !checkDecodeSame(t, mustOK(Marshal(mustDoc(t, "_id", "a\xffb", "s", mustDoc(t, "x", "\xc3"))))) {
+	if !checkDecodeSame(t, must.NotFail(Marshal(mustDoc(t, "_id", "a\xffb", "s", mustDoc(t, "x", "\xc3"))))) {
 		t.Fatal("the one-pass reader gave up on Marshal's own output")
 	}
 }
@@ -215,7 +216,7 @@ func TestUnmarshalRandomDocuments(t *testing.T) {
 	fast := 0
 	const n = 3000
 	for range n {
-		if checkDecodeSame(t, mustOK(Marshal(randomDoc(t, r, 0)))) {
+		if checkDecodeSame(t, must.NotFail(Marshal(randomDoc(t, r, 0)))) {
 			fast++
 		}
 	}
@@ -233,7 +234,7 @@ func TestUnmarshalDamaged(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	const alphabet = " \t\"\\,:{}[]0123456789-+.eEtrufalsn/xu\x00\x1f\xff"
 	for range 400 {
-		data := mustOK(Marshal(randomDoc(t, r, 0)))
+		data := must.NotFail(Marshal(randomDoc(t, r, 0)))
 		for range 25 {
 			m := bytes.Clone(data)
 			i := r.IntN(len(m))
@@ -262,7 +263,7 @@ func TestUnmarshalDamaged(t *testing.T) {
 func FuzzUnmarshal(f *testing.F) {
 	r := rand.New(rand.NewPCG(9, 10))
 	for range 50 {
-		f.Add(mustOK(Marshal(randomDoc(f, r, 0))))
+		f.Add(must.NotFail(Marshal(randomDoc(f, r, 0))))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkDecodeSame(t, data)
@@ -270,7 +271,7 @@ func FuzzUnmarshal(f *testing.F) {
 }
 
 func BenchmarkUnmarshalEvent(b *testing.B) {
-	data := mustOK(Marshal(benchDoc(b)))
+	data := must.NotFail(Marshal(benchDoc(b)))
 	if _, ok := unmarshalFast(data); !ok {
 		b.Fatal("not read in one pass")
 	}
@@ -281,7 +282,7 @@ func BenchmarkUnmarshalEvent(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				_ = mustOK(c.f(data))
+				_ = must.NotFail(c.f(data))
 			}
 		})
 	}
