@@ -202,7 +202,7 @@ func (c *collection) UpdateAll(ctx context.Context, params *backends.UpdateAllPa
 
 	err := db.InTransaction(ctx, func(tx *fsql.Tx) error {
 		for _, doc := range params.Docs {
-			b, err := sjson.Marshal(doc)
+			b, err := marshalString(doc)
 			if err != nil {
 				return lazyerrors.Error(err)
 			}
@@ -212,7 +212,7 @@ func (c *collection) UpdateAll(ctx context.Context, params *backends.UpdateAllPa
 
 			arg := string(must.NotFail(sjson.MarshalSingleValue(id)))
 
-			r, err := tx.ExecContext(ctx, q, string(b), arg)
+			r, err := tx.ExecContext(ctx, q, b, arg)
 			if err != nil {
 				return lazyerrors.Error(err)
 			}

@@ -25,11 +25,30 @@ import (
 	"github.com/FerretDB/FerretDB/internal/util/lazyerrors"
 )
 
-// encodeBuffers are the buffers prepareInsertStatement encodes documents
-// into; one larger than maxEncodeBuffer is not kept.
+// encodeBuffers are the buffers documents are encoded into (marshalString);
+// one larger than maxEncodeBuffer is not kept.
 var encodeBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 const maxEncodeBuffer = 1 << 20
+
+// marshalString is sjson.Marshal's encoding of doc as the string SQLite
+// binds (msgapi, PATCHES.md, patch 16): encoded into a reused buffer and
+// copied out once, for an insert and an update alike.
+func marshalString(doc *types.Document) (string, error) {
+	bp := encodeBuffers.Get().(*[]byte)
+	defer encodeBuffers.Put(bp)
+
+	b, err := sjson.AppendMarshal((*bp)[:0], doc)
+	if err != nil {
+		return "", err
+	}
+
+	if cap(b) <= maxEncodeBuffer {
+		*bp = b
+	}
+
+	return string(b), nil
+}
 
 // prepareInsertStatement returns a statement and arguments for inserting the given documents.
 //
@@ -38,30 +57,21 @@ func prepareInsertStatement(tableName string, capped bool, docs []*types.Documen
 	var args []any
 	rows := make([]string, len(docs))
 
-	// msgapi (PATCHES.md, patch 16): each document is encoded into one
-	// reused buffer, and copied out once, into the string SQLite binds.
-	bp := encodeBuffers.Get().(*[]byte)
-	defer encodeBuffers.Put(bp)
-
 	for i, doc := range docs {
-		b, err := sjson.AppendMarshal((*bp)[:0], doc)
+		b, err := marshalString(doc)
 		if err != nil {
 			return "", nil, lazyerrors.Error(err)
 		}
 
-		if cap(b) <= maxEncodeBuffer {
-			*bp = b
-		}
-
 		if capped {
 			rows[i] = "(?, ?)"
-			args = append(args, doc.RecordID(), string(b))
+			args = append(args, doc.RecordID(), b)
 
 			continue
 		}
 
 		rows[i] = "(?)"
-		args = append(args, string(b))
+		args = append(args, b)
 	}
 
 	columns := metadata.DefaultColumn
