@@ -119,11 +119,11 @@ func New(o Options) (*App, error) {
 	st, ms, met := o.Store, o.Messages, o.Metrics
 	a := &App{}
 
-	// Event webhooks: every outcome's event is recorded before the outcome
-	// (ms.OnOutcome).
+	// Event webhooks: every outcome's event is durable no later than the
+	// outcome (ms.OnOutcome).
 	var record func(ctx context.Context, m messages.Message) error
 	if o.Outbox != nil {
-		ms.OnOutcome(o.Outbox.RecordMessage)
+		ms.OnOutcome(o.Outbox)
 		record = o.Outbox.RecordMessage
 	}
 

@@ -100,9 +100,12 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]Message, 
 // status is written (the send path, the outcome sweeper, delivery receipts
 // and the scheduler). It is idempotent and safe to repeat until it lands:
 //
-//  1. the outcome's event is recorded first (OnOutcome; its _id is derived
-//     from the message and the status, so a repeat is a no-op), so a crash
-//     after the status write can never lose the event;
+//  1. the outcome's event (OnOutcome; its _id is derived from the message
+//     and the status, so a repeat is a no-op) is durable no later than the
+//     status: its insert and the outcome's go together
+//     (store.InsertTogether: one command and one transaction on the
+//     embedded engine, the event's insert first on MongoDB), so a crash can
+//     never leave a status without its event;
 //  2. the status is written only over a state that may move to it
 //     (CanMove): the first outcome by an insert, which exactly one writer
 //     wins; a later one over the outcome it read (see the file comment).
@@ -117,7 +120,7 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]Message, 
 // itself (an update; the scheduler's path, not the send path's): its
 // outcome comes after.
 func (s *Store) RecordOutcome(ctx context.Context, m *Message) error {
-	if m.WorkspaceID == "" && s.onOutcome != nil {
+	if m.WorkspaceID == "" && s.events != nil {
 		cur, found, err := s.Get(ctx, m.ID)
 		if err != nil {
 			return fmt.Errorf("record outcome of %s: %w", m.ID, err)
@@ -135,27 +138,47 @@ func (s *Store) RecordOutcome(ctx context.Context, m *Message) error {
 		*m = cur
 	}
 	m.UpdatedAt = s.now()
-	if s.onOutcome != nil {
-		if err := s.onOutcome(ctx, *m); err != nil {
+	if m.Status == StatusSending {
+		return s.markSending(ctx, m) // sending has no event
+	}
+	var ev Event
+	if s.events != nil {
+		e, ok, err := s.events.MessageEvent(*m)
+		if err != nil {
 			return fmt.Errorf("record outcome event of %s: %w", m.ID, err)
 		}
+		if ok {
+			ev = e
+		}
 	}
-	if m.Status == StatusSending {
-		return s.markSending(ctx, m)
-	}
-	if err := s.putOutcome(ctx, m); err != nil {
+	if err := s.putOutcome(ctx, m, ev); err != nil {
 		return fmt.Errorf("record outcome of %s: %w", m.ID, err)
 	}
 	return nil
 }
 
-// putOutcome writes m's outcome: the whole message, inserted when it has
-// no outcome yet, otherwise the status and what came with it written over
-// the outcome there only if that may move to m.Status.
-func (s *Store) putOutcome(ctx context.Context, m *Message) error {
+// putOutcome writes m's outcome, with its event ev (nil: none): the whole
+// message, inserted when it has no outcome yet, otherwise the status and
+// what came with it written over the outcome there only if that may move
+// to m.Status.
+func (s *Store) putOutcome(ctx context.Context, m *Message, ev Event) error {
 	doc := *m
 	doc.Metadata = bsonSafe(m.Metadata)
-	err := s.outBatch.InsertOne(ctx, doc)
+	ins := []store.Together{{Batch: s.outBatch, Doc: doc}}
+	if ev != nil {
+		ins = []store.Together{ev.Insert(), ins[0]}
+	}
+	errs, err := s.st.InsertTogether(ctx, ins...)
+	if err != nil {
+		return err
+	}
+	if ev != nil {
+		if e := errs[0]; e != nil && !store.IsDuplicateKey(e) {
+			return fmt.Errorf("record event: %w", e)
+		}
+		ev.Inserted(errs[0])
+	}
+	err = errs[len(errs)-1]
 	if err == nil || !store.IsDuplicateKey(err) {
 		return err
 	}
@@ -218,7 +241,7 @@ func (s *Store) MarkNotSent(ctx context.Context, id, reason string) error {
 		return nil
 	}
 	m.Status, m.Error, m.UpdatedAt = StatusFailed, reason, s.now()
-	if err := s.putOutcome(ctx, &m); err != nil {
+	if err := s.putOutcome(ctx, &m, nil); err != nil {
 		return msgapi.Unavailable(fmt.Errorf("mark message %s not sent: %w", id, err))
 	}
 	return nil

@@ -9,24 +9,20 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/msgapi/msgapi"
+	"github.com/msgapi/msgapi/store"
 	"github.com/msgapi/msgapi/store/storetest"
 )
 
-// RecordOutcome records the outcome's event before the status, repeats
-// harmlessly, and never moves a message backwards.
+// RecordOutcome records the outcome's event with the status (no status
+// without it), repeats harmlessly, and never moves a message backwards.
 func TestRecordOutcome(t *testing.T) {
 	st := storetest.New(t, Collections...)
 	s := NewStore(st)
-	var recorded []string
-	fail := false
-	s.OnOutcome(func(_ context.Context, m Message) error {
-		if fail {
-			return errors.New("store down")
-		}
-		recorded = append(recorded, m.Status)
-		return nil
-	})
+	events := &fakeEvents{batch: st.Batch("outcome_events_test")}
+	s.OnOutcome(events)
 	ctx := context.Background()
 	m := &Message{ID: "msg_outcome", WorkspaceID: "ws_a", Direction: "outbound", Status: StatusSending}
 	if err := s.Insert(ctx, m); err != nil {
@@ -45,7 +41,7 @@ func TestRecordOutcome(t *testing.T) {
 		{StatusUndelivered, StatusDelivered, false},
 	}
 	for i, st := range steps {
-		fail = st.fail
+		events.fail = st.fail
 		next := Message{ID: m.ID, Status: st.to} // as a sweeper knows it: id and status
 		err := s.RecordOutcome(ctx, &next)
 		if (err != nil) != st.fail {
@@ -58,9 +54,39 @@ func TestRecordOutcome(t *testing.T) {
 	}
 	// An event only for the moves that happened: a repeat, a late sweeper
 	// and late receipts record none.
-	if want := []string{StatusSent, StatusDelivered}; fmt.Sprint(recorded) != fmt.Sprint(want) {
-		t.Errorf("hook calls %v, want %v", recorded, want)
+	if want := []string{StatusSent, StatusDelivered}; fmt.Sprint(events.recorded) != fmt.Sprint(want) {
+		t.Errorf("events recorded %v, want %v", events.recorded, want)
 	}
+}
+
+// fakeEvents records an event per status in a collection of its own.
+type fakeEvents struct {
+	batch    *store.Batch
+	fail     bool
+	recorded []string // the statuses whose event an insert created
+}
+
+func (f *fakeEvents) MessageEvent(m Message) (Event, bool, error) {
+	if f.fail {
+		return nil, false, errors.New("store down")
+	}
+	return fakeEvent{f: f, m: m}, true, nil
+}
+
+type fakeEvent struct {
+	f *fakeEvents
+	m Message
+}
+
+func (e fakeEvent) Insert() store.Together {
+	return store.Together{Batch: e.f.batch, Doc: bson.D{{Key: "_id", Value: e.m.ID + ":" + e.m.Status}}}
+}
+
+func (e fakeEvent) Inserted(err error) bool {
+	if err == nil {
+		e.f.recorded = append(e.f.recorded, e.m.Status)
+	}
+	return err == nil
 }
 
 func TestFrom(t *testing.T) {

@@ -178,29 +178,48 @@ type Store struct {
 	msgBatch           *store.Batch // message inserts of concurrent requests, one command (store.Batch)
 	outs               *mongo.Collection
 	outBatch           *store.Batch      // outcome inserts (outcome.go)
+	st                 *store.Store      // an outcome's insert together with its event (outcome.go)
 	idx                *mongo.Collection // the feeds that list messages (index.go)
 	idxBatch           *store.Batch      // Index's inserts, batched with concurrent ones
 	heads              *heads
 	convsSeen          *seenSet // conversations known to exist (never deleted)
 	now                func() time.Time
-	// onOutcome records the event of a status (package notify), before the
-	// status itself is written; nil records none.
-	onOutcome func(ctx context.Context, m Message) error
+	// events prepares the event of a status (package notify), written with
+	// the status itself (RecordOutcome); nil records none.
+	events    Events
 	unfenced  bool // tests only: see UnfencedForTests
 	oneWriter bool // every process's writes run one at a time (store.OneWriter)
 }
 
-// OnOutcome sets the recorder RecordOutcome calls first, with the message
-// as it will be after the outcome, so that the event of every status change
-// is durable before the change (set once, at wiring, before traffic). Its
-// writes must be idempotent: RecordOutcome may run more than once.
-func (s *Store) OnOutcome(f func(ctx context.Context, m Message) error) { s.onOutcome = f }
+// Event is the event of a status change, ready to insert (package
+// notify's Prepared).
+type Event interface {
+	// Insert is its document. Inserting it again is a duplicate, never a
+	// second event.
+	Insert() store.Together
+	// Inserted is told its insert's result (nil, or its duplicate-key
+	// error) and reports whether that created the event.
+	Inserted(err error) bool
+}
+
+// Events prepares the event of each status change (package notify's
+// Outbox).
+type Events interface {
+	// MessageEvent returns the event of m's status, m as it will be after
+	// the change; ok is false when the status has none.
+	MessageEvent(m Message) (ev Event, ok bool, err error)
+}
+
+// OnOutcome sets where RecordOutcome gets the event of each status change,
+// which it writes so that the event is durable no later than the change
+// (set once, at wiring, before traffic).
+func (s *Store) OnOutcome(e Events) { s.events = e }
 
 // NewStore returns a Store on s.
 func NewStore(s *store.Store) *Store {
 	return &Store{
 		leads: s.Collection("leads"), convs: s.Collection("conversations"), msgs: s.Collection("messages"), msgBatch: s.Batch("messages"),
-		outs: s.Collection(OutcomesCollection), outBatch: s.Batch(OutcomesCollection),
+		outs: s.Collection(OutcomesCollection), outBatch: s.Batch(OutcomesCollection), st: s,
 		idx: s.Collection(IndexCollection), idxBatch: s.Batch(IndexCollection), heads: newHeads(), convsSeen: newSeenSet(maxFeeds), oneWriter: s.OneWriter(),
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
 	}

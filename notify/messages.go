@@ -40,6 +40,21 @@ func (o *Outbox) RecordMessage(ctx context.Context, m messages.Message) error {
 	return err
 }
 
+// MessageEvent prepares the event of m's status, to be inserted in one
+// command with the status itself (messages.Store.RecordOutcome, which this
+// makes a messages.Events); ok is false when the status has no event.
+func (o *Outbox) MessageEvent(m messages.Message) (ev messages.Event, ok bool, err error) {
+	f, ok := MessageFact(m)
+	if !ok {
+		return nil, false, nil
+	}
+	p, err := o.Prepare(f)
+	if err != nil {
+		return nil, false, err
+	}
+	return p, true, nil
+}
+
 // RecordDuplicate records that the duplicate guard blocked a request
 // (blockedID: the message id that request had allocated) and answered with
 // sibling.

@@ -6,9 +6,12 @@
 // operation on MongoDB and the embedded engine alike, no transactions):
 //
 //   - An event is decided once. Its _id is derived from the fact (the
-//     subject, e.g. the message id, and the event type), and Record inserts
-//     it into outbox_pending as the first durable write of that fact, before
-//     the fact itself (a status) is written. A repeat collides on the _id.
+//     subject, e.g. the message id, and the event type), and it is inserted
+//     into outbox_pending no later than the fact itself (a status) is
+//     written: by Record before it, or, for a message's status, in the same
+//     command as the status on the embedded engine (one transaction) and
+//     just before it on MongoDB (Prepared; store.InsertTogether). A repeat
+//     collides on the _id.
 //   - The dispatcher moves a pending event into outbox_events (insert; a
 //     duplicate means it was moved before, so a late repeat of a fact never
 //     becomes a second event), appends it to the workspace's event log
@@ -307,8 +310,29 @@ func New(o Options) *Outbox {
 // every repeat (a retried outcome, a redelivered inbound webhook) is a
 // no-op. It reports whether this call created the event. One round trip.
 func (o *Outbox) Record(ctx context.Context, f Fact) (bool, error) {
+	p, err := o.Prepare(f)
+	if err != nil {
+		return false, err
+	}
+	err = o.pendingBatch.InsertOne(ctx, p.doc)
+	if err != nil && !store.IsDuplicateKey(err) {
+		return false, msgapi.Unavailable(fmt.Errorf("record event %s: %w", p.doc.ID, err))
+	}
+	return p.Inserted(err), nil
+}
+
+// Prepared is the event of a fact, encoded and ready to insert: by Record
+// alone, or in one command with the write that the fact is about
+// (store.InsertTogether; messages.Store.RecordOutcome).
+type Prepared struct {
+	o   *Outbox
+	doc event
+}
+
+// Prepare encodes the event of f.
+func (o *Outbox) Prepare(f Fact) (Prepared, error) {
 	if !knownType(f.Type) {
-		return false, fmt.Errorf("notify: unknown event type %q", f.Type)
+		return Prepared{}, fmt.Errorf("notify: unknown event type %q", f.Type)
 	}
 	at := f.At
 	if at.IsZero() {
@@ -318,17 +342,24 @@ func (o *Outbox) Record(ctx context.Context, f Fact) (bool, error) {
 	id := EventID(f.WorkspaceID, f.Type, f.SubjectID)
 	body, err := json.Marshal(payload{ID: id, Type: f.Type, CreatedAt: at, WorkspaceID: f.WorkspaceID, Data: f.Data})
 	if err != nil {
-		return false, fmt.Errorf("encode event %s: %w", id, err)
+		return Prepared{}, fmt.Errorf("encode event %s: %w", id, err)
 	}
-	err = o.pendingBatch.InsertOne(ctx, event{ID: id, WorkspaceID: f.WorkspaceID, Type: f.Type, SubjectID: f.SubjectID, CreatedAt: at, Payload: string(body), Owner: o.owner})
-	switch {
-	case err == nil:
-		o.Wake()
-		return true, nil
-	case store.IsDuplicateKey(err):
-		return false, nil
+	return Prepared{o: o, doc: event{ID: id, WorkspaceID: f.WorkspaceID, Type: f.Type, SubjectID: f.SubjectID, CreatedAt: at, Payload: string(body), Owner: o.owner}}, nil
+}
+
+// Insert is the event's document, for store.InsertTogether. Its _id is
+// derived from the fact, so a repeat is a duplicate, never a second event.
+func (p Prepared) Insert() store.Together { return store.Together{Batch: p.o.pendingBatch, Doc: p.doc} }
+
+// Inserted is told the result of the event's insert (nil, or its
+// duplicate-key error) and reports whether it created the event; a new
+// event wakes the dispatcher.
+func (p Prepared) Inserted(err error) bool {
+	if err != nil {
+		return false
 	}
-	return false, msgapi.Unavailable(fmt.Errorf("record event %s: %w", id, err))
+	p.o.Wake()
+	return true
 }
 
 // Wake asks the dispatcher to look for work now.

@@ -24,7 +24,7 @@ func TestReceiptsConverge(t *testing.T) {
 	st := storetest.New(t, colls...)
 	ms := messages.NewStore(st)
 	ob := notify.New(notify.Options{Store: st, Log: zerolog.Nop()})
-	ms.OnOutcome(ob.RecordMessage)
+	ms.OnOutcome(ob)
 	h := New(Options{Store: st, Messages: ms, OnStatus: ob.RecordMessage})
 	ctx := context.Background()
 

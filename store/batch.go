@@ -76,6 +76,7 @@ type batchQueue struct {
 type batchOp struct {
 	ctx     context.Context
 	coll    string
+	colls   []string // per document, for an operation of several collections (InsertTogether); nil: all in coll
 	docs    []bson.Raw
 	filter  bson.Raw
 	size    int
@@ -187,6 +188,69 @@ func (b *Batch) ReplaceOne(ctx context.Context, filter bson.D, doc any) (matched
 		return false, op.errs[0]
 	}
 	return op.matched, nil
+}
+
+// Together is one document of an InsertTogether: Doc, inserted into
+// Batch's collection.
+type Together struct {
+	Batch *Batch
+	Doc   any
+}
+
+// InsertTogether inserts ds so that a document never lands without the ones
+// before it, and returns each one's outcome as Insert does (nil, or an
+// error for which IsDuplicateKey is true). Each document is still decided
+// alone against its unique _id.
+//
+// On the embedded engine they go in one group command, whose documents
+// commit in one SQLite transaction (PATCHES.md, patch 6): all of them, or
+// none when the command fails. That is one round trip where inserting them
+// one after the other was one each, and a step fewer in the request's wait.
+// On MongoDB, which has no such command without a transaction, they go one
+// after the other, each only once the ones before it landed (inserted, or
+// there already); a failure stops the rest, whose errors are then nil and
+// err says why.
+//
+// err is set when a command failed as a whole: any of ds may then have
+// landed, as with a single insert that timed out.
+func (s *Store) InsertTogether(ctx context.Context, ds ...Together) (errs []error, err error) {
+	if len(ds) == 0 {
+		return nil, nil
+	}
+	if !ds[0].Batch.group {
+		errs = make([]error, len(ds))
+		for i, d := range ds {
+			e, err := d.Batch.Insert(ctx, d.Doc)
+			if err != nil {
+				return errs, err
+			}
+			errs[i] = e[0]
+			if e[0] != nil && !IsDuplicateKey(e[0]) {
+				return errs, fmt.Errorf("insert into %s: %w", d.Batch.coll.Name(), e[0])
+			}
+		}
+		return errs, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	op := &batchOp{ctx: ctx, done: make(chan struct{}), docs: make([]bson.Raw, len(ds)), colls: make([]string, len(ds))}
+	for i, d := range ds {
+		if d.Batch.q != ds[0].Batch.q {
+			return nil, fmt.Errorf("insert together into %s and %s: the batches belong to different stores", ds[0].Batch.coll.Name(), d.Batch.coll.Name())
+		}
+		raw, err := bson.Marshal(d.Doc)
+		if err != nil {
+			return nil, fmt.Errorf("encode document for %s: %w", d.Batch.coll.Name(), err)
+		}
+		op.docs[i], op.colls[i] = raw, d.Batch.coll.Name()
+		op.size += len(raw)
+	}
+	op.coll = op.colls[0]
+	if err := ds[0].Batch.q.wait(ctx, op); err != nil {
+		return nil, err
+	}
+	return op.errs, nil
 }
 
 // wait queues op, starts a flusher when fewer than parallel run, and waits
@@ -320,21 +384,38 @@ func (s *Store) writeGroup(ops []*batchOp) {
 		replaces []*batchOp
 	)
 	byName := map[string]int{}
-	at := make([][2]int, len(ops)) // an insert's part and its first document's position in it; a replace's position among the replaces
-	for i, op := range ops {
-		if op.filter != nil {
-			at[i] = [2]int{-1, len(replaces)}
-			replaces = append(replaces, op)
-			continue
-		}
-		k, ok := byName[op.coll]
+	part := func(name string) int {
+		k, ok := byName[name]
 		if !ok {
 			k = len(parts)
-			byName[op.coll] = k
-			parts = append(parts, &groupPart{name: op.coll})
+			byName[name] = k
+			parts = append(parts, &groupPart{name: name})
 		}
-		at[i] = [2]int{k, len(parts[k].docs)}
-		parts[k].docs = append(parts[k].docs, op.docs...)
+		return k
+	}
+	at := make([][2]int, len(ops))   // an insert's part and its first document's position in it; a replace's position among the replaces
+	var spread map[*batchOp][][2]int // each document's part and position, for an operation of several collections
+	for i, op := range ops {
+		switch {
+		case op.filter != nil:
+			at[i] = [2]int{-1, len(replaces)}
+			replaces = append(replaces, op)
+		case op.colls != nil:
+			if spread == nil {
+				spread = map[*batchOp][][2]int{}
+			}
+			pos := make([][2]int, len(op.docs))
+			for j, d := range op.docs {
+				k := part(op.colls[j])
+				pos[j] = [2]int{k, len(parts[k].docs)}
+				parts[k].docs = append(parts[k].docs, d)
+			}
+			spread[op] = pos
+		default:
+			k := part(op.coll)
+			at[i] = [2]int{k, len(parts[k].docs)}
+			parts[k].docs = append(parts[k].docs, op.docs...)
+		}
 	}
 	offset := make([]int, len(parts)) // where each part's documents start in the command
 	total := 0
@@ -371,14 +452,19 @@ func (s *Store) writeGroup(ops []*batchOp) {
 	}
 	perDoc := make([]error, 0, len(inCommand))
 	for i, op := range ops {
-		if op.filter != nil {
+		switch {
+		case op.filter != nil:
 			j := at[i][1]
 			perDoc = append(perDoc, inCommand[total+j])
 			op.matched = matched[j]
-			continue
+		case op.colls != nil:
+			for _, p := range spread[op] {
+				perDoc = append(perDoc, inCommand[offset[p[0]]+p[1]])
+			}
+		default:
+			from := offset[at[i][0]] + at[i][1]
+			perDoc = append(perDoc, inCommand[from:from+len(op.docs)]...)
 		}
-		from := offset[at[i][0]] + at[i][1]
-		perDoc = append(perDoc, inCommand[from:from+len(op.docs)]...)
 	}
 	deliver(ops, perDoc)
 }

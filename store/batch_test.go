@@ -332,3 +332,84 @@ func TestBatchReplaceOneDecidesOneGeneration(t *testing.T) {
 		t.Errorf("things holds %d documents after a replace that matched nothing, want %d", got, n+1)
 	}
 }
+
+// InsertTogether under concurrency: on the embedded engine each pair's two
+// documents travel in one command, whatever else shares the queue, so they
+// commit in one transaction; on MongoDB the second goes only after the
+// first. Each document is still decided alone.
+func TestInsertTogether(t *testing.T) {
+	s := storetest.New(t, store.Collection{Name: "first"}, store.Collection{Name: "second"}, store.Collection{Name: "other"})
+	ctx := context.Background()
+	first, second, other := s.Batch("first"), s.Batch("second"), s.Batch("other")
+
+	// Which commands carried each document, read from the commands' bytes.
+	var (
+		mu      sync.Mutex
+		sent    int
+		carried = map[string][]int{} // "collection/_id" → command numbers
+	)
+	s.RoundTrips.Before(func(_ context.Context, e *event.CommandStartedEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		sent++
+		for _, c := range []string{"first", "second", "other"} {
+			for _, d := range store.InsertDocuments(e, c) {
+				k := c + "/" + d.Lookup("_id").StringValue()
+				carried[k] = append(carried[k], sent)
+			}
+		}
+	})
+	t.Cleanup(func() { s.RoundTrips.Before(nil) })
+
+	const pairs = 64
+	doc := func(i int) bson.D { return bson.D{{Key: "_id", Value: fmt.Sprintf("d%d", i)}} }
+	errs := make([][]error, pairs)
+	fails := make([]error, pairs)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range pairs {
+		wg.Go(func() {
+			<-start
+			errs[i], fails[i] = s.InsertTogether(ctx, store.Together{Batch: first, Doc: doc(i)}, store.Together{Batch: second, Doc: doc(i)})
+		})
+		wg.Go(func() { // inserts of others, sharing the queue
+			<-start
+			if err := other.InsertOne(ctx, doc(i)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	together := 0
+	for i := range pairs {
+		if fails[i] != nil || len(errs[i]) != 2 || errs[i][0] != nil || errs[i][1] != nil {
+			t.Fatalf("pair %d: %v %v", i, errs[i], fails[i])
+		}
+		a, b := carried[fmt.Sprintf("first/d%d", i)], carried[fmt.Sprintf("second/d%d", i)]
+		if len(a) != 1 || len(b) != 1 {
+			t.Fatalf("pair %d sent in commands %v and %v, want one each", i, a, b)
+		}
+		switch {
+		case s.OneWriter() && a[0] != b[0]:
+			t.Errorf("pair %d: commands %d and %d, want one command", i, a[0], b[0])
+		case !s.OneWriter() && a[0] >= b[0]:
+			t.Errorf("pair %d: the second document in command %d, not after the first's (%d)", i, b[0], a[0])
+		}
+		if a[0] == b[0] {
+			together++
+		}
+	}
+	for _, c := range []string{"first", "second", "other"} {
+		if n, err := s.Collection(c).CountDocuments(ctx, bson.D{}); err != nil || n != pairs {
+			t.Errorf("%s holds %d documents (%v), want %d", c, n, err, pairs)
+		}
+	}
+	t.Logf("%d of %d pairs in one command, %d commands in all", together, pairs, sent)
+
+	// Each document decided alone: a taken first, a new second.
+	got, err := s.InsertTogether(ctx, store.Together{Batch: first, Doc: doc(0)}, store.Together{Batch: second, Doc: doc(pairs)})
+	if err != nil || !store.IsDuplicateKey(got[0]) || got[1] != nil {
+		t.Errorf("taken first, new second: %v %v, want a duplicate key error, then nil", got, err)
+	}
+}

@@ -251,8 +251,8 @@ func serve(ctx context.Context, v values, stdout io.Writer) error {
 		log.Warn().Dur("offset", c.testClockOffset).Msg("MSGAPI_TEST_CLOCK_OFFSET: the guard's and the Idempotency-Key layer's clock is shifted (tests only)")
 	}
 	ws := workspace.NewStore(st, c.keyCacheTTL).WithKeyring(c.keyring)
-	// Event webhooks: every outcome's event is recorded before the outcome
-	// (ms.OnOutcome), and delivered in the background.
+	// Event webhooks: every outcome's event is durable no later than the
+	// outcome (ms.OnOutcome), and delivered in the background.
 	eo := c.events
 	eo.Store, eo.Log, eo.Metrics, eo.Keyring = st, log, met, c.keyring
 	outbox := notify.New(eo)
