@@ -206,6 +206,9 @@ type Together struct {
 // commit in one SQLite transaction (PATCHES.md, patch 6): all of them, or
 // none when the command fails. That is one round trip where inserting them
 // one after the other was one each, and a step fewer in the request's wait.
+// (A document the engine refuses as malformed is reported alone there, as
+// a duplicate is, while the others land: pass well-formed documents, as
+// every one msgapi builds is.)
 // On MongoDB, which has no such command without a transaction, they go one
 // after the other, each only once the ones before it landed (inserted, or
 // there already); a failure stops the rest, whose errors are then nil and
@@ -393,8 +396,8 @@ func (s *Store) writeGroup(ops []*batchOp) {
 		}
 		return k
 	}
-	at := make([][2]int, len(ops))   // an insert's part and its first document's position in it; a replace's position among the replaces
-	var spread map[*batchOp][][2]int // each document's part and position, for an operation of several collections
+	at := make([][2]int, len(ops)) // an insert's part and its first document's position in it; a replace's position among the replaces
+	var spread [][][2]int          // for an operation of several collections (InsertTogether): each document's part and position
 	for i, op := range ops {
 		switch {
 		case op.filter != nil:
@@ -402,15 +405,13 @@ func (s *Store) writeGroup(ops []*batchOp) {
 			replaces = append(replaces, op)
 		case op.colls != nil:
 			if spread == nil {
-				spread = map[*batchOp][][2]int{}
+				spread = make([][][2]int, len(ops))
 			}
-			pos := make([][2]int, len(op.docs))
 			for j, d := range op.docs {
 				k := part(op.colls[j])
-				pos[j] = [2]int{k, len(parts[k].docs)}
+				spread[i] = append(spread[i], [2]int{k, len(parts[k].docs)})
 				parts[k].docs = append(parts[k].docs, d)
 			}
-			spread[op] = pos
 		default:
 			k := part(op.coll)
 			at[i] = [2]int{k, len(parts[k].docs)}
@@ -458,7 +459,7 @@ func (s *Store) writeGroup(ops []*batchOp) {
 			perDoc = append(perDoc, inCommand[total+j])
 			op.matched = matched[j]
 		case op.colls != nil:
-			for _, p := range spread[op] {
+			for _, p := range spread[i] {
 				perDoc = append(perDoc, inCommand[offset[p[0]]+p[1]])
 			}
 		default:
